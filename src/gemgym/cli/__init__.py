@@ -1,0 +1,57 @@
+"""The ``gemgym`` command: ``list``, ``info``, ``play``, ``run`` (one module per subcommand).
+
+Bad input gets a one-line ``gemgym: error: ...`` and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from gemgym.errors import GemGymError
+
+__all__ = ["main"]
+
+# subcommand -> module that defines add_arguments(parser) and run(args) -> int
+SUBCOMMANDS = {
+    "list": ("gemgym.cli.list_cmd", "list registered env ids"),
+    "info": ("gemgym.cli.info", "show an env's card (rules, actions, rewards)"),
+    "play": ("gemgym.cli.play", "play an env yourself in the terminal"),
+    "run": ("gemgym.cli.run", "run an agent on an env and summarise the episodes"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="gemgym", description="gemgym: a gym for agentic LLMs.")
+    from gemgym import __version__
+
+    parser.add_argument("--version", action="version", version=f"gemgym {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gemgym`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = importlib.import_module(args._module).run(args)
+    except GemGymError as e:
+        print(f"gemgym: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gemgym: interrupted", file=sys.stderr)
+        return 130
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

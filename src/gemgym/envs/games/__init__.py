@@ -1,0 +1,1 @@
+"""Multi-turn text games (GEM's ``game:*`` ids). One module per game."""

@@ -1,0 +1,96 @@
+"""Shared pieces of the text games: action parsing, GEM's reward constants, a game base class."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from gemgym.core import Env
+from gemgym.errors import ConfigError
+
+__all__ = [
+    "FORMAT_ERROR_REWARD",
+    "INTERNAL_STEP_REWARD",
+    "INVALID_ACTION_REWARD",
+    "SUCCESS_REWARD",
+    "GameEnv",
+    "last_boxed",
+]
+
+SUCCESS_REWARD = 1.0
+"""Reward for solving a game."""
+INTERNAL_STEP_REWARD = 0.0
+"""Reward of an ordinary, valid move."""
+FAIL_REWARD = 0.0
+"""Reward for losing a game."""
+INVALID_ACTION_REWARD = 0.0
+"""Reward of a well-formed but illegal move (out of range, repeated, blocked)."""
+FORMAT_ERROR_REWARD = -0.1
+"""Reward of an action with no parsable ``\\boxed{}`` answer; it also ends the episode (GEM)."""
+
+_BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+
+
+def last_boxed(text: str, pattern: re.Pattern[str] | None = None) -> str | None:
+    """Return the content of the last ``\\boxed{...}`` in ``text`` (or ``None``).
+
+    With ``pattern``, return the last full match's first group of that pattern instead (GEM
+    parses game actions with a game-specific regex and keeps the last match).
+    """
+    if not isinstance(text, str):
+        return None
+    if pattern is None:
+        found = _BOXED_RE.findall(text)
+        return found[-1] if found else None
+    last = None
+    for last in pattern.finditer(text):  # noqa: B007 - we want the last match
+        pass
+    return last.group(1) if last is not None else None
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    """Base of the games' typed configs; subclasses add fields and override :meth:`validate`."""
+
+    def validate(self) -> None:
+        """Raise :class:`~gemgym.errors.ConfigError` for inconsistent values."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of the configuration fields."""
+        return [f.name for f in fields(cls)]
+
+
+class GameEnv(Env[str, str]):
+    """Base class of the text games: turn counting and GEM's ``info["suffix"]`` convention.
+
+    Subclasses set :attr:`turn_count` through :meth:`_next_turn` and return GEM-style steps.
+    The episode ends by truncation (``truncated=True``, ``terminated=False``) when the game's own
+    ``max_turns`` rule is reached without a terminal outcome.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "category": "game"}
+
+    turn_count: int = 0
+    max_turns: int = 1
+
+    @staticmethod
+    def _check(condition: bool, message: str) -> None:
+        if not condition:
+            raise ConfigError(message)
+
+    def get_task_suffix(self) -> str:
+        """The text GEM appends after the observation (board state, "Enter your guess")."""
+        return ""
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        info: dict[str, Any] = {"suffix": self.get_task_suffix(), "turn": self.turn_count}
+        info.update(extra)
+        return info
+
+    def _format_error(
+        self, detail: str = "you did not provide a valid action"
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        obs = f"At turn {self.turn_count}, {detail}."
+        return obs, FORMAT_ERROR_REWARD, True, False, self._info(format_error=True, success=False)

@@ -1,0 +1,199 @@
+r"""GuessTheNumber: find a hidden integer from "higher"/"lower" hints.
+
+============  =================================================================================
+ids           ``game:GuessTheNumber-v0-easy`` (1–10, 4 turns), ``game:GuessTheNumber-v0-hard``
+              (1–50, 7 turns), ``game:GuessTheNumber-v0-random`` (each episode: min in 1–10,
+              max in min+5–min+50, turns = ceil(sqrt(max-min)) + 1)
+observation   reset: the rules; step: ``"At turn 2, you guessed 25, and the target number is
+              higher than 25."``; ``info["suffix"]`` = ``"Enter your next guess."``
+action        any text; the last ``\boxed{N}`` (an integer, ``0`` and negatives included) is the guess
+reward        correct guess: 1.0 and ``terminated``; wrong, out-of-range or repeated guess: 0.0;
+              no ``\boxed{N}``: −0.1 and ``terminated`` (format error); at the turn limit without
+              success: ``truncated`` with partial credit ``1 − |guess − target| / (max − min)``
+              for an in-range last guess (0 otherwise)
+expert        binary search over the interval the hints leave open (solves every preset)
+============  =================================================================================
+
+Differences from upstream GEM (bugs fixed): randomness is per env (``reset(seed=)``), ``\boxed{0}``
+is a number rather than a format error, a format error at the last turn is not also truncated,
+and the turn limit ends the episode with ``truncated=True`` only (never both flags). Partial
+credit is never negative (GEM gave negative rewards to far out-of-range last guesses).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gemgym.envs.games._common import (
+    INTERNAL_STEP_REWARD,
+    INVALID_ACTION_REWARD,
+    SUCCESS_REWARD,
+    GameConfig,
+    GameEnv,
+    last_boxed,
+)
+from gemgym.registry import register
+
+__all__ = ["GuessTheNumberConfig", "GuessTheNumberEnv"]
+
+_GUESS_RE = re.compile(r"\\boxed\{\s*(-?\d+)\s*\}")
+_SUFFIX = "Enter your next guess."
+
+
+@dataclass(frozen=True)
+class GuessTheNumberConfig(GameConfig):
+    """Configuration; ``min_number=None`` and ``max_number=None`` draw a new range each episode."""
+
+    min_number: int | None = 1
+    max_number: int | None = 20
+    max_turns: int | None = 20
+
+    def validate(self) -> None:
+        if (self.min_number is None) != (self.max_number is None):
+            raise _err("min_number and max_number must both be set or both be None (random)")
+        if self.min_number is not None and self.max_number is not None:
+            if self.max_number <= self.min_number:
+                raise _err(f"max_number ({self.max_number}) must exceed min_number")
+            if self.max_turns is None or self.max_turns < 1:
+                raise _err(f"max_turns must be a positive int, got {self.max_turns}")
+
+
+def _err(msg: str) -> Exception:
+    from gemgym.errors import ConfigError
+
+    return ConfigError(msg)
+
+
+class GuessTheNumberEnv(GameEnv):
+    """Guess a hidden number within ``max_turns`` turns (see the module docstring)."""
+
+    def __init__(
+        self,
+        min_number: int | None = 1,
+        max_number: int | None = 20,
+        max_turns: int | None = 20,
+    ) -> None:
+        self.config = GuessTheNumberConfig(min_number, max_number, max_turns)
+        self.config.validate()
+        self.is_random = min_number is None
+        self.min_number = min_number if min_number is not None else 1
+        self.max_number = max_number if max_number is not None else 10
+        self.max_turns = max_turns if max_turns is not None else 1
+        self._instructions = ""
+        self._instructions_key: tuple[int, int, int] | None = None
+        self.game_number = 0
+        self.turn_count = 0
+        self.previous_guesses: set[int] = set()
+        self.low = self.min_number
+        self.high = self.max_number
+        self.last_guess: int | None = None
+
+    def _get_instructions(self) -> str:
+        key = (self.min_number, self.max_number, self.max_turns)
+        if key != self._instructions_key:
+            example = self.min_number + (self.max_number - self.min_number) // 3
+            self._instructions = (
+                "You are playing Guess The Number.\n"
+                f"You have to guess the number between {self.min_number} and {self.max_number} "
+                f"(inclusive) within {self.max_turns} turns.\n"
+                "As you enter your guess, the game will provide you with hints such as the target "
+                "number is 'higher' or 'lower'.\n"
+                "You may provide your response in any manner. Only the number that is wrapped "
+                f"inside \\boxed{{}} will be considered as your guess, for example, "
+                f"\\boxed{{{example}}}.\n"
+                "As you play, the history of your guesses will be appended below. Use the "
+                "information to complete the game before you run out of guesses.\n"
+                "Enter your first guess to start the game.\n"
+            )
+            self._instructions_key = key
+        return self._instructions
+
+    def get_task_suffix(self) -> str:
+        return _SUFFIX
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        rng = self.rng
+        if self.is_random:
+            self.min_number = rng.randint(1, 10)
+            self.max_number = rng.randint(self.min_number + 5, self.min_number + 50)
+            self.max_turns = math.ceil(math.sqrt(self.max_number - self.min_number)) + 1
+        self.game_number = rng.randint(self.min_number, self.max_number)
+        self.previous_guesses = set()
+        self.turn_count = 0
+        self.low, self.high = self.min_number, self.max_number
+        self.last_guess = None
+        return self._get_instructions(), {"suffix": _SUFFIX}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.turn_count += 1
+        turn = self.turn_count
+        raw = last_boxed(action, _GUESS_RE)
+        if raw is None:
+            return self._format_error("you did not provide a valid guess")
+        guess = int(raw)
+        reward = INVALID_ACTION_REWARD
+        in_range = self.min_number <= guess <= self.max_number
+        if not in_range:
+            obs = f"At turn {turn}, you guessed {guess}, which is outside the range specified."
+        elif guess in self.previous_guesses:
+            obs = f"At turn {turn}, you guessed {guess}, which has been already guessed before."
+        else:
+            self.previous_guesses.add(guess)
+            if guess == self.game_number:
+                obs = (
+                    f"Congratulations! You guessed the correct number {self.game_number} "
+                    f"in {turn} turns."
+                )
+                return obs, SUCCESS_REWARD, True, False, {"suffix": _SUFFIX, "success": True}
+            if guess > self.game_number:
+                hint = "lower"
+                self.high = min(self.high, guess - 1)
+            else:
+                hint = "higher"
+                self.low = max(self.low, guess + 1)
+            obs = (
+                f"At turn {turn}, you guessed {guess}, and the target number is {hint} "
+                f"than {guess}."
+            )
+            reward = INTERNAL_STEP_REWARD
+        self.last_guess = guess
+        if turn >= self.max_turns:
+            span = self.max_number - self.min_number
+            reward = 1.0 - abs(guess - self.game_number) / span if in_range else 0.0
+            obs = "You have reached the maximum number of turns."
+            return obs, reward, False, True, {"suffix": _SUFFIX, "success": False}
+        return obs, reward, False, False, {"suffix": _SUFFIX}
+
+    def sample_random_action(self) -> str:
+        return "\\boxed{" + str(self.rng.randint(self.min_number, self.max_number)) + "}"
+
+    def expert_action(self) -> str:
+        """Binary search over the interval still consistent with the hints."""
+        return "\\boxed{" + str((self.low + self.high) // 2) + "}"
+
+
+_CARD = "Guess a hidden number from higher/lower hints"
+register(
+    "game:GuessTheNumber-v0-easy",
+    "gemgym.envs.games.guess_the_number:GuessTheNumberEnv",
+    kwargs={"min_number": 1, "max_number": 10, "max_turns": 4},
+    description=f"{_CARD} (1–10, 4 turns)",
+)
+register(
+    "game:GuessTheNumber-v0-hard",
+    "gemgym.envs.games.guess_the_number:GuessTheNumberEnv",
+    kwargs={"min_number": 1, "max_number": 50, "max_turns": 7},
+    description=f"{_CARD} (1–50, 7 turns)",
+)
+register(
+    "game:GuessTheNumber-v0-random",
+    "gemgym.envs.games.guess_the_number:GuessTheNumberEnv",
+    kwargs={"min_number": None, "max_number": None, "max_turns": None},
+    description=f"{_CARD} (random range each episode)",
+)

@@ -1,0 +1,448 @@
+"""The env registry: :func:`register`, :func:`make`, :func:`make_vec`, :func:`spec`, :func:`list_envs`.
+
+Env ids follow GEM's grammar ``[namespace:]Name[-vN][-variant]``, for example
+``game:GuessTheNumber-v0-hard``, ``math:GSM8K`` or ``rg:basic_arithmetic``.
+
+Registration is by string entry point (``"package.module:Class"``), so listing envs imports no
+heavy dependency. Built-in envs register themselves beside their code: the first registry lookup
+imports every module of :mod:`gemgym.envs` (they keep heavy imports inside functions). Third-party
+packages register through the ``gemgym.envs`` entry-point group: each entry point names a module to
+import or a function to call, which calls :func:`register`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import importlib
+import inspect
+import pkgutil
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gemgym.core import Env, Wrapper
+from gemgym.errors import (
+    ConfigError,
+    DependencyNotInstalled,
+    DuplicateEnvError,
+    EnvNotFoundError,
+    InvalidEnvIdError,
+    RegistryError,
+    UnknownParameterError,
+    close_matches,
+)
+
+if TYPE_CHECKING:
+    from gemgym.vector import VectorEnv
+
+__all__ = [
+    "EnvSpec",
+    "WrapperFactory",
+    "list_envs",
+    "make",
+    "make_vec",
+    "parse_env_id",
+    "print_envs",
+    "register",
+    "registry",
+    "spec",
+]
+
+ENV_ID_RE = re.compile(
+    r"^(?:(?P<namespace>[A-Za-z][\w.-]*):)?"
+    r"(?P<name>[A-Za-z0-9_.+]+(?:-(?!v\d)[A-Za-z0-9_.+]+)*?)"
+    r"(?:-v(?P<version>\d+))?"
+    r"(?:-(?P<variant>[\w.+-]+))?$"
+)
+
+EntryPoint = str | Callable[..., Env[Any, Any]]
+WrapperFactory = Callable[[Env[Any, Any]], Env[Any, Any]]
+
+
+def parse_env_id(env_id: str) -> tuple[str | None, str, int | None, str | None]:
+    """Split an id into ``(namespace, name, version, variant)``.
+
+    >>> parse_env_id("game:GuessTheNumber-v0-hard")
+    ('game', 'GuessTheNumber', 0, 'hard')
+    >>> parse_env_id("math:GSM8K")
+    ('math', 'GSM8K', None, None)
+    """
+    m = ENV_ID_RE.match(env_id) if isinstance(env_id, str) else None
+    if m is None:
+        raise InvalidEnvIdError(
+            f"{env_id!r} is not a valid env id; ids look like 'namespace:Name-v0-variant', "
+            "e.g. 'game:GuessTheNumber-v0-hard' or 'math:GSM8K'"
+        )
+    version = m.group("version")
+    return (
+        m.group("namespace"),
+        m.group("name"),
+        int(version) if version else None,
+        m.group("variant"),
+    )
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything needed to build an env: its id, entry point and default keyword arguments.
+
+    Attributes:
+        id: the env id.
+        entry_point: ``"package.module:Callable"`` or a callable returning an :class:`Env`.
+        kwargs: default keyword arguments; ``make(id, **kw)`` overrides them.
+        max_episode_steps: when set, ``make`` wraps the env in :class:`~gemgym.wrappers.TimeLimit`.
+        order_enforce: ``make`` wraps the env in :class:`~gemgym.wrappers.OrderEnforcing`.
+        description: a one-line summary shown by ``gemgym list``.
+        extra: the ``gemgym[extra]`` the env needs beyond the core install, if any.
+    """
+
+    id: str
+    entry_point: EntryPoint
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+    order_enforce: bool = True
+    description: str = ""
+    extra: str | None = None
+
+    @property
+    def namespace(self) -> str | None:
+        """The part before ``:`` (e.g. ``game``)."""
+        return parse_env_id(self.id)[0]
+
+    def load(self) -> Callable[..., Env[Any, Any]]:
+        """Import and return the entry point's callable."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module_name, _, attr = self.entry_point.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            if isinstance(e, DependencyNotInstalled):
+                raise
+            hint = f'; install it with: pip install "gemgym[{self.extra}]"' if self.extra else ""
+            raise DependencyNotInstalled(
+                f"cannot import {module_name!r} for env {self.id!r}: {e}{hint}"
+            ) from e
+        try:
+            fn: Callable[..., Env[Any, Any]] = getattr(module, attr)
+        except AttributeError as e:
+            raise RegistryError(
+                f"entry point {self.entry_point!r} of env {self.id!r}: {module_name} has no {attr!r}"
+            ) from e
+        return fn
+
+    def pprint(self) -> str:
+        """A short multi-line description (id, entry point, kwargs, limits)."""
+        lines = [f"id: {self.id}", f"entry_point: {self.entry_point}"]
+        if self.kwargs:
+            lines.append(f"kwargs: {dict(self.kwargs)}")
+        if self.max_episode_steps is not None:
+            lines.append(f"max_episode_steps: {self.max_episode_steps}")
+        if self.extra:
+            lines.append(f'requires: pip install "gemgym[{self.extra}]"')
+        return "\n".join(lines)
+
+
+class Registry:
+    """A mapping of env ids to :class:`EnvSpec`; :data:`registry` is the global one."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, EnvSpec] = {}
+        self._lock = threading.RLock()
+        self._builtins_loaded = False
+        self._loading = False
+
+    # -- discovery -------------------------------------------------------------------------
+    def _ensure_loaded(self) -> None:
+        if self._builtins_loaded or self._loading:
+            return
+        with self._lock:
+            if self._builtins_loaded or self._loading:
+                return
+            self._loading = True
+            try:
+                import gemgym.envs as envs_pkg
+
+                for mod in sorted(
+                    pkgutil.walk_packages(envs_pkg.__path__, prefix="gemgym.envs."),
+                    key=lambda m: m.name,
+                ):
+                    leaf = mod.name.rsplit(".", 1)[-1]
+                    if not leaf.startswith("_"):
+                        importlib.import_module(mod.name)
+                self._load_plugins()
+                self._builtins_loaded = True
+            finally:
+                self._loading = False
+
+    def _load_plugins(self) -> None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="gemgym.envs"):
+            loaded = ep.load()
+            if callable(loaded) and not inspect.ismodule(loaded):
+                loaded()
+
+    # -- mutation ----------------------------------------------------------------------------
+    def register(self, env_spec: EnvSpec, *, override: bool = False) -> None:
+        """Add a spec; a duplicate id is an error unless ``override``."""
+        parse_env_id(env_spec.id)
+        with self._lock:
+            if env_spec.id in self._specs and not override:
+                raise DuplicateEnvError(
+                    f"env id {env_spec.id!r} is already registered "
+                    f"(entry point {self._specs[env_spec.id].entry_point!r}); "
+                    "pick another id or pass override=True"
+                )
+            self._specs[env_spec.id] = env_spec
+
+    def unregister(self, env_id: str) -> None:
+        """Remove a spec (mostly for tests)."""
+        with self._lock:
+            self._specs.pop(env_id, None)
+
+    # -- lookup --------------------------------------------------------------------------------
+    def spec(self, env_id: str) -> EnvSpec:
+        """The spec for ``env_id``; unknown ids get close-match suggestions."""
+        if not isinstance(env_id, str):
+            raise InvalidEnvIdError(f"env ids are strings, got {type(env_id).__name__}")
+        found = self._specs.get(env_id)
+        if found is None:
+            self._ensure_loaded()
+            found = self._specs.get(env_id)
+        if found is None:
+            parse_env_id(env_id)
+            suggestions = close_matches(env_id, self._specs)
+            hint = (
+                f" Did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+            )
+            raise EnvNotFoundError(
+                f"no env registered as {env_id!r}.{hint} "
+                "Run `gemgym list` or gemgym.list_envs() to see the available ids."
+            )
+        return found
+
+    def ids(self) -> list[str]:
+        """All registered ids, sorted."""
+        self._ensure_loaded()
+        return sorted(self._specs)
+
+    def __contains__(self, env_id: object) -> bool:
+        self._ensure_loaded()
+        return env_id in self._specs
+
+    def __len__(self) -> int:
+        self._ensure_loaded()
+        return len(self._specs)
+
+
+registry = Registry()
+"""The global registry used by :func:`register`, :func:`make` and friends."""
+
+
+def register(
+    id: str,
+    entry_point: EntryPoint,
+    *,
+    kwargs: Mapping[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    order_enforce: bool = True,
+    description: str = "",
+    extra: str | None = None,
+    override: bool = False,
+) -> EnvSpec:
+    """Register an env under ``id``.
+
+    Args:
+        id: ``[namespace:]Name[-vN][-variant]``.
+        entry_point: ``"package.module:Class"`` (imported on first :func:`make`) or a callable.
+        kwargs: default keyword arguments passed to the entry point.
+        max_episode_steps: wrap in :class:`~gemgym.wrappers.TimeLimit` with this many steps.
+        order_enforce: wrap in :class:`~gemgym.wrappers.OrderEnforcing` (step before reset errors).
+        description: one line for listings.
+        extra: the ``gemgym[extra]`` the env needs, named in errors when it is missing.
+        override: replace an existing registration instead of raising.
+
+    Raises:
+        DuplicateEnvError: ``id`` is taken and ``override`` is false.
+        InvalidEnvIdError: ``id`` does not follow the grammar.
+    """
+    if not (isinstance(entry_point, str) and ":" in entry_point) and not callable(entry_point):
+        raise RegistryError(
+            f"entry_point for {id!r} must be 'package.module:Callable' or a callable, "
+            f"got {entry_point!r}"
+        )
+    if max_episode_steps is not None and max_episode_steps <= 0:
+        raise ConfigError(f"max_episode_steps must be positive, got {max_episode_steps}")
+    env_spec = EnvSpec(
+        id=id,
+        entry_point=entry_point,
+        kwargs=dict(kwargs or {}),
+        max_episode_steps=max_episode_steps,
+        order_enforce=order_enforce,
+        description=description,
+        extra=extra,
+    )
+    registry.register(env_spec, override=override)
+    return env_spec
+
+
+def spec(env_id: str) -> EnvSpec:
+    """Return the :class:`EnvSpec` registered as ``env_id``."""
+    return registry.spec(env_id)
+
+
+def _accepted_params(fn: Callable[..., Any]) -> tuple[list[str], bool]:
+    target: Any = fn.__init__ if inspect.isclass(fn) else fn
+    params = inspect.signature(target).parameters
+    names = [
+        n
+        for n, p in params.items()
+        if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    has_var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return names, has_var_kw
+
+
+def check_kwargs(fn: Callable[..., Any], kwargs: Mapping[str, Any], what: str) -> None:
+    """Raise :class:`UnknownParameterError` for keywords ``fn`` does not accept."""
+    try:
+        names, has_var_kw = _accepted_params(fn)
+    except (TypeError, ValueError):  # builtins without signatures
+        return
+    if has_var_kw:
+        return
+    unknown = [k for k in kwargs if k not in names]
+    if unknown:
+        bad = unknown[0]
+        sugg = close_matches(bad, names, n=1)
+        hint = f" Did you mean {sugg[0]!r}?" if sugg else ""
+        raise UnknownParameterError(
+            f"{what} got an unknown parameter {bad!r}.{hint} "
+            f"Valid parameters: {', '.join(names) or '(none)'}"
+        )
+
+
+def make(
+    env_id: str | EnvSpec,
+    *,
+    max_episode_steps: int | None = None,
+    wrappers: Sequence[WrapperFactory] | None = None,
+    **kwargs: Any,
+) -> Env[Any, Any]:
+    """Build the env registered as ``env_id``.
+
+    Args:
+        env_id: a registered id (or an :class:`EnvSpec`).
+        max_episode_steps: override the spec's step limit (``-1`` disables the TimeLimit).
+        wrappers: callables applied in order to the env (e.g. ``[ConcatHistory]`` or
+            ``[lambda e: ToolEnvWrapper(e, [PythonTool()])]``); they wrap outside the default stack.
+        **kwargs: keyword arguments for the env, overriding the spec's defaults.
+
+    Raises:
+        EnvNotFoundError: unknown id (the message suggests close matches).
+        UnknownParameterError: a keyword the env does not take (the message lists the valid ones).
+        DependencyNotInstalled: the env needs an extra that is not installed.
+
+    >>> import gemgym
+    >>> env = gemgym.make("game:GuessTheNumber-v0-easy")
+    >>> obs, info = env.reset(seed=0)
+    """
+    from gemgym.wrappers.common import OrderEnforcing, TimeLimit
+
+    env_spec = env_id if isinstance(env_id, EnvSpec) else registry.spec(env_id)
+    fn = env_spec.load()
+    all_kwargs = {**env_spec.kwargs, **kwargs}
+    check_kwargs(fn, all_kwargs, f"env {env_spec.id!r}")
+    env: Env[Any, Any] = fn(**all_kwargs)
+    if not isinstance(env, Env):
+        raise RegistryError(
+            f"entry point of {env_spec.id!r} returned {type(env).__name__}, not a gemgym.Env"
+        )
+    steps = env_spec.max_episode_steps if max_episode_steps is None else max_episode_steps
+    made_spec = dataclasses.replace(
+        env_spec, kwargs=all_kwargs, max_episode_steps=steps if steps and steps > 0 else None
+    )
+    env.unwrapped.spec = made_spec
+    if env_spec.order_enforce:
+        env = OrderEnforcing(env)
+    if steps is not None and steps > 0:
+        env = TimeLimit(env, steps)
+    for w in wrappers or ():
+        env = w(env)
+        if not isinstance(env, Env):
+            raise TypeError(f"wrapper factory {w!r} returned {type(env).__name__}, not an Env")
+    if isinstance(env, Wrapper):
+        env.spec = made_spec
+    return env
+
+
+def make_vec(
+    env_ids: str | Sequence[str],
+    num_envs: int | None = None,
+    *,
+    wrappers: Sequence[WrapperFactory] | None = None,
+    vec_kwargs: Sequence[Mapping[str, Any]] | None = None,
+    backend: str = "sync",
+    autoreset_mode: Any = None,
+    **kwargs: Any,
+) -> VectorEnv:
+    """Build a vector of envs (see :mod:`gemgym.vector`).
+
+    Args:
+        env_ids: one id (repeated ``num_envs`` times) or one id per env (mixed ids are allowed).
+        num_envs: number of envs when ``env_ids`` is a single id (default 1).
+        wrappers: wrapper factories applied to every env.
+        vec_kwargs: per-env keyword arguments, one mapping per env.
+        backend: ``"sync"`` (a loop in this process) or another backend of :mod:`gemgym.vector`.
+        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"``.
+        **kwargs: keyword arguments for every env.
+    """
+    from gemgym.vector import make_vector_env
+
+    if isinstance(env_ids, str):
+        ids = [env_ids] * (1 if num_envs is None else num_envs)
+    else:
+        ids = list(env_ids)
+        if num_envs is not None and num_envs != len(ids):
+            raise ConfigError(f"num_envs={num_envs} but {len(ids)} env ids were given")
+    if vec_kwargs is not None and len(vec_kwargs) != len(ids):
+        raise ConfigError(f"vec_kwargs has {len(vec_kwargs)} entries for {len(ids)} envs")
+    for env_id in set(ids):
+        registry.spec(env_id)  # fail fast on unknown ids, with suggestions
+    per_env = [{**kwargs, **(vec_kwargs[i] if vec_kwargs else {})} for i in range(len(ids))]
+    return make_vector_env(
+        ids, per_env, wrappers=wrappers, backend=backend, autoreset_mode=autoreset_mode
+    )
+
+
+def list_envs(pattern: str | None = None) -> list[str]:
+    """Registered ids, sorted; ``pattern`` is a glob (``"game:*"``) or a substring."""
+    ids = registry.ids()
+    if not pattern:
+        return ids
+    if any(c in pattern for c in "*?["):
+        return [i for i in ids if fnmatch.fnmatchcase(i, pattern)]
+    low = pattern.lower()
+    return [i for i in ids if low in i.lower()]
+
+
+def print_envs(pattern: str | None = None) -> None:
+    """Print a table of registered envs (id, entry point, description)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "description", "requires")
+    for env_id in list_envs(pattern):
+        s = registry.spec(env_id)
+        table.add_row(env_id, s.description, f"gemgym[{s.extra}]" if s.extra else "")
+    Console().print(table)
+
+
+def register_many(specs: Iterable[EnvSpec]) -> None:
+    """Register several specs at once."""
+    for s in specs:
+        registry.register(s)

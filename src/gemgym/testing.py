@@ -1,0 +1,168 @@
+"""Conformance checks for env authors: :func:`check_env`.
+
+Run it in your own tests on every env you write::
+
+    from gemgym.testing import check_env
+    check_env("game:GuessTheNumber-v0-easy")
+
+It checks the API contract (return types), that the same seed gives the same episode under the
+same actions (across two separate instances), the terminated/truncated semantics (never both
+true, the episode ends), that ``close()`` is idempotent, and that the env can be copied (pickled,
+or ``spawn(same_state=True)``) mid-episode with the copy behaving like the original.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+from gemgym.core import Env, MultimodalObservation
+from gemgym.errors import GemGymError
+
+__all__ = ["EnvCheckError", "check_env"]
+
+
+class EnvCheckError(GemGymError, AssertionError):
+    """An env broke the gemgym API contract; the message says which rule."""
+
+
+def _fail(msg: str) -> EnvCheckError:
+    return EnvCheckError(msg)
+
+
+def _is_observation(obs: Any) -> bool:
+    if isinstance(obs, str | MultimodalObservation):
+        return True
+    if isinstance(obs, list):
+        return all(isinstance(m, dict) and "role" in m and "content" in m for m in obs)
+    return obs is not None
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. numpy arrays: ambiguous truth value
+        return pickle.dumps(a) == pickle.dumps(b)
+
+
+def _play(
+    env: Env[Any, Any], seed: int, actions: list[Any] | None, max_steps: int
+) -> tuple[list[Any], list[Any]]:
+    """Play one episode; returns (trace, actions). Actions are sampled when not given."""
+    obs, info = env.reset(seed=seed)
+    if not isinstance(info, dict):
+        raise _fail(f"reset() must return (obs, info: dict); info is {type(info).__name__}")
+    if not _is_observation(obs):
+        raise _fail(f"reset() returned an observation of type {type(obs).__name__}")
+    trace: list[Any] = [obs]
+    used: list[Any] = []
+    for t in range(max_steps):
+        action = actions[t] if actions is not None else env.sample_random_action()
+        used.append(action)
+        result = env.step(action)
+        if not isinstance(result, tuple) or len(result) != 5:
+            raise _fail("step() must return (obs, reward, terminated, truncated, info)")
+        obs, reward, terminated, truncated, info = result
+        if not isinstance(reward, int | float) or isinstance(reward, bool):
+            try:
+                reward = float(reward)
+            except (TypeError, ValueError) as e:
+                raise _fail(f"reward must be a number, got {type(reward).__name__}") from e
+        if not isinstance(terminated, bool) or not isinstance(truncated, bool):
+            raise _fail(
+                "terminated and truncated must be bools, got "
+                f"{type(terminated).__name__} and {type(truncated).__name__}"
+            )
+        if terminated and truncated:
+            raise _fail(f"step {t}: terminated and truncated are both true; set only one")
+        if not isinstance(info, dict):
+            raise _fail(f"step() info must be a dict, got {type(info).__name__}")
+        if not _is_observation(obs):
+            raise _fail(f"step() returned an observation of type {type(obs).__name__}")
+        trace.append((obs, float(reward), terminated, truncated))
+        if terminated or truncated:
+            break
+        if actions is not None and t + 1 >= len(actions):
+            break
+    return trace, used
+
+
+def check_env(
+    env: Env[Any, Any] | str,
+    *,
+    seed: int = 0,
+    max_steps: int = 500,
+    make_copy: Callable[[], Env[Any, Any]] | None = None,
+    check_random_action: bool = True,
+) -> None:
+    """Check that ``env`` (an instance or an id) follows the gemgym API contract.
+
+    Args:
+        env: the env to check (an id is made with :func:`gemgym.make`).
+        seed: seed of the checked episodes.
+        max_steps: longest episode played.
+        make_copy: builds a second, independent instance for the determinism check
+            (default: ``make(id)`` for ids, ``env.spawn()`` for instances).
+        check_random_action: also require ``sample_random_action()`` to give actions the env
+            parses (no ``info["format_error"]``).
+
+    Raises:
+        EnvCheckError: the first rule broken, with what to fix.
+    """
+    from gemgym.registry import make
+
+    if isinstance(env, str):
+        env_id = env
+        env = make(env_id)
+        if make_copy is None:
+
+            def make_copy() -> Env[Any, Any]:
+                return make(env_id)
+
+    if not isinstance(env, Env):
+        raise _fail(f"expected a gemgym.Env, got {type(env).__name__}")
+    other = make_copy() if make_copy is not None else env.spawn()
+    try:
+        # 1. determinism: same seed, same actions => same episode, in two instances.
+        trace_a, actions = _play(env, seed, None, max_steps)
+        trace_b, _ = _play(other, seed, actions, max_steps)
+        if not _same(trace_a[0], trace_b[0]):
+            raise _fail("reset(seed=s) gave different first observations in two instances")
+        if not _same(trace_a, trace_b):
+            raise _fail("the same seed and actions gave different episodes in two instances")
+        trace_c, _ = _play(env, seed, actions, max_steps)
+        if not _same(trace_a, trace_c):
+            raise _fail("resetting the same instance with the same seed changed the episode")
+        # 2. the random actions are well formed.
+        if check_random_action:
+            env.reset(seed=seed + 1)
+            for _ in range(3):
+                action = env.sample_random_action()
+                _, _, te, tr, info = env.step(action)
+                if info.get("format_error"):
+                    raise _fail(
+                        f"sample_random_action() gave {action!r}, which the env rejects as "
+                        "badly formatted"
+                    )
+                if te or tr:
+                    break
+        # 3. copies mid-episode behave like the original.
+        env.reset(seed=seed)
+        if len(actions) > 1:
+            env.step(actions[0])
+        try:
+            clone = pickle.loads(pickle.dumps(env))
+        except Exception:
+            clone = env.spawn(same_state=True)
+        if len(actions) > 1:
+            step_a = env.step(actions[1])
+            step_b = clone.step(actions[1])
+            if not _same(step_a[:4], step_b[:4]):
+                raise _fail("a copy made mid-episode (pickle or spawn) diverged from the original")
+        clone.close()
+    finally:
+        other.close()
+    # 4. close is idempotent.
+    env.close()
+    env.close()

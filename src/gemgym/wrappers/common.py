@@ -1,0 +1,126 @@
+"""Episode-level wrappers: :class:`TimeLimit`, :class:`OrderEnforcing`, :class:`EpisodeStatistics`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gemgym.core import ActT, Env, ObsT, Wrapper
+from gemgym.errors import ConfigError, ResetNeeded
+
+__all__ = ["EpisodeStatistics", "OrderEnforcing", "TimeLimit"]
+
+
+class TimeLimit(Wrapper[ObsT, ActT, ObsT, ActT]):
+    """Truncate episodes after ``max_episode_steps`` steps.
+
+    The step that reaches the limit returns ``truncated=True`` unless the env terminated on that
+    same step (then ``terminated=True`` alone: a terminal state wins, so the two flags are never
+    both set). ``info["TimeLimit.truncated"]`` marks a truncation made by this wrapper.
+
+    >>> import gemgym
+    >>> env = gemgym.make("game:GuessTheNumber-v0-hard", max_episode_steps=2)
+    >>> _ = env.reset(seed=0)
+    >>> _ = env.step(r"\\boxed{1}")
+    >>> env.step(r"\\boxed{2}")[3]
+    True
+    """
+
+    def __init__(self, env: Env[ObsT, ActT], max_episode_steps: int) -> None:
+        super().__init__(env)
+        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int):
+            raise ConfigError(f"max_episode_steps must be an int, got {max_episode_steps!r}")
+        if max_episode_steps <= 0:
+            raise ConfigError(f"max_episode_steps must be positive, got {max_episode_steps}")
+        self.max_episode_steps = max_episode_steps
+        self.elapsed_steps = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsT, dict[str, Any]]:
+        self.elapsed_steps = 0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.elapsed_steps += 1
+        if self.elapsed_steps >= self.max_episode_steps and not terminated and not truncated:
+            truncated = True
+            info["TimeLimit.truncated"] = True
+        return obs, reward, terminated, truncated, info
+
+
+class OrderEnforcing(Wrapper[ObsT, ActT, ObsT, ActT]):
+    """Raise :class:`~gemgym.errors.ResetNeeded` on ``step`` before ``reset`` or after the end.
+
+    :func:`gemgym.make` applies it by default (``order_enforce=False`` in the spec turns it off).
+    """
+
+    def __init__(self, env: Env[ObsT, ActT]) -> None:
+        super().__init__(env)
+        self._needs_reset = True
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsT, dict[str, Any]]:
+        result = self.env.reset(seed=seed, options=options)
+        self._needs_reset = False
+        return result
+
+    def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+        if self._needs_reset:
+            raise ResetNeeded(
+                "call reset() before step(): the env has not been reset or its episode has ended"
+            )
+        result = self.env.step(action)
+        if result[2] or result[3]:
+            self._needs_reset = True
+        return result
+
+    @property
+    def has_reset(self) -> bool:
+        """Whether ``reset`` was called since the last episode ended."""
+        return not self._needs_reset
+
+
+class EpisodeStatistics(Wrapper[ObsT, ActT, ObsT, ActT]):
+    """Add ``info["episode"]`` when an episode ends: return, length, success and wall time.
+
+    ``info["episode"] = {"return": float, "length": int, "success": bool, "time": float}``.
+    Success is the env's ``info["success"]`` on the last step when it reports one, else whether
+    the episode terminated with a positive reward. Running totals are in :attr:`episode_returns`.
+    """
+
+    def __init__(self, env: Env[ObsT, ActT]) -> None:
+        super().__init__(env)
+        self.episode_return = 0.0
+        self.episode_length = 0
+        self._start = time.perf_counter()
+        self.episode_returns: list[float] = []
+        self.episode_lengths: list[int] = []
+        self.episode_successes: list[bool] = []
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsT, dict[str, Any]]:
+        self.episode_return = 0.0
+        self.episode_length = 0
+        self._start = time.perf_counter()
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.episode_return += float(reward)
+        self.episode_length += 1
+        if terminated or truncated:
+            success = bool(info.get("success", terminated and reward > 0))
+            info["episode"] = {
+                "return": self.episode_return,
+                "length": self.episode_length,
+                "success": success,
+                "time": time.perf_counter() - self._start,
+            }
+            self.episode_returns.append(self.episode_return)
+            self.episode_lengths.append(self.episode_length)
+            self.episode_successes.append(success)
+        return obs, reward, terminated, truncated, info

@@ -1,0 +1,115 @@
+"""register / make / spec / list_envs, id grammar and errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import gemgym
+from gemgym.errors import (
+    DuplicateEnvError,
+    EnvNotFoundError,
+    InvalidEnvIdError,
+    UnknownParameterError,
+)
+from gemgym.registry import parse_env_id, registry
+from gemgym.wrappers import OrderEnforcing, TimeLimit
+
+
+@pytest.fixture
+def scratch_id() -> Iterator[str]:
+    env_id = "test:Scratch-v0"
+    yield env_id
+    registry.unregister(env_id)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "parts"),
+    [
+        ("game:GuessTheNumber-v0-hard", ("game", "GuessTheNumber", 0, "hard")),
+        ("game:Game2048-v0-extreme-hard", ("game", "Game2048", 0, "extreme-hard")),
+        ("math:GSM8K", ("math", "GSM8K", None, None)),
+        ("math:Math8K-3to5", ("math", "Math8K", None, "3to5")),
+        ("rg:basic_arithmetic", ("rg", "basic_arithmetic", None, None)),
+        ("logic:RuleTaker-d0", ("logic", "RuleTaker", None, "d0")),
+        ("CartPole-v1", (None, "CartPole", 1, None)),
+    ],
+)
+def test_id_grammar(env_id: str, parts: tuple[Any, ...]) -> None:
+    assert parse_env_id(env_id) == parts
+
+
+@pytest.mark.parametrize("bad", ["", "game:", "has space", ":x"])
+def test_bad_ids_are_rejected(bad: str) -> None:
+    with pytest.raises(InvalidEnvIdError):
+        parse_env_id(bad)
+
+
+def test_unknown_id_suggests_close_matches() -> None:
+    with pytest.raises(EnvNotFoundError, match="Did you mean 'game:GuessTheNumber-v0-easy'"):
+        gemgym.make("game:GuessTheNumber-v0-eassy")
+    with pytest.raises(ValueError):  # GEM raised ValueError; ours is a subclass
+        gemgym.make("game:NoSuchGame-v0")
+
+
+def test_unknown_kwarg_names_valid_ones() -> None:
+    with pytest.raises(UnknownParameterError) as e:
+        gemgym.make("game:GuessTheNumber-v0-easy", max_turn=5)
+    assert "max_turns" in str(e.value) and "min_number" in str(e.value)
+
+
+def test_kwargs_override_spec(scratch_id: str) -> None:
+    env = gemgym.make("game:GuessTheNumber-v0-easy", max_turns=2)
+    assert env.unwrapped.max_turns == 2  # type: ignore[attr-defined]
+    assert env.spec is not None and env.spec.kwargs["max_turns"] == 2
+
+
+def test_register_duplicate_and_callable(scratch_id: str) -> None:
+    from gemgym.envs.games.guess_the_number import GuessTheNumberEnv
+
+    gemgym.register(scratch_id, lambda **kw: GuessTheNumberEnv(**kw), kwargs={"max_turns": 3})
+    with pytest.raises(DuplicateEnvError):
+        gemgym.register(scratch_id, "gemgym.envs.games.guess_the_number:GuessTheNumberEnv")
+    env = gemgym.make(scratch_id)
+    assert env.unwrapped.max_turns == 3  # type: ignore[attr-defined]
+    assert gemgym.spec(scratch_id).kwargs == {"max_turns": 3}
+
+
+def test_make_applies_default_wrappers_and_time_limit() -> None:
+    env = gemgym.make("game:GuessTheNumber-v0-hard", max_episode_steps=2)
+    assert isinstance(env, TimeLimit)
+    assert isinstance(env.env, OrderEnforcing)
+    env.reset(seed=0)
+    assert env.step(r"\boxed{1}")[3] is False
+    _, _, terminated, truncated, info = env.step(r"\boxed{2}")
+    assert truncated and not terminated and info["TimeLimit.truncated"]
+
+
+def test_make_with_wrapper_factories() -> None:
+    from gemgym.wrappers import EpisodeStatistics
+
+    env = gemgym.make("game:GuessTheNumber-v0-easy", wrappers=[EpisodeStatistics])
+    assert isinstance(env, EpisodeStatistics)
+    assert env.spec is not None and env.spec.id == "game:GuessTheNumber-v0-easy"
+
+
+def test_list_envs_patterns() -> None:
+    assert gemgym.list_envs("game:GuessTheNumber-*") == [
+        "game:GuessTheNumber-v0-easy",
+        "game:GuessTheNumber-v0-hard",
+        "game:GuessTheNumber-v0-random",
+    ]
+    assert "game:GuessTheNumber-v0-easy" in gemgym.list_envs("guessthe")
+
+
+def test_print_envs(capsys: pytest.CaptureFixture[str]) -> None:
+    gemgym.print_envs("GuessTheNumber")
+    assert "GuessTheNumber-v0-hard" in capsys.readouterr().out
+
+
+def test_missing_module_names_the_extra(scratch_id: str) -> None:
+    gemgym.register(scratch_id, "gemgym_no_such_module:Env", extra="math")
+    with pytest.raises(ImportError, match=r'pip install "gemgym\[math\]"'):
+        gemgym.make(scratch_id)
