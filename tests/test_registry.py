@@ -113,3 +113,8 @@ def test_missing_module_names_the_extra(scratch_id: str) -> None:
     gemgym.register(scratch_id, "gemgym_no_such_module:Env", extra="math")
     with pytest.raises(ImportError, match=r'pip install "gemgym\[math\]"'):
         gemgym.make(scratch_id)
+
+
+def test_every_builtin_env_module_imports() -> None:
+    gemgym.list_envs()
+    assert registry.import_errors == {}

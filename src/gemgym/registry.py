@@ -154,6 +154,9 @@ class Registry:
         self._lock = threading.RLock()
         self._builtins_loaded = False
         self._loading = False
+        self.import_errors: dict[str, str] = {}
+        """Env modules that failed to import during discovery, with the error (their ids are
+        missing; :meth:`spec` mentions them)."""
 
     # -- discovery -------------------------------------------------------------------------
     def _ensure_loaded(self) -> None:
@@ -171,8 +174,12 @@ class Registry:
                     key=lambda m: m.name,
                 ):
                     leaf = mod.name.rsplit(".", 1)[-1]
-                    if not leaf.startswith("_"):
+                    if leaf.startswith("_"):
+                        continue
+                    try:
                         importlib.import_module(mod.name)
+                    except Exception as e:  # one broken module must not hide every other env
+                        self.import_errors[mod.name] = f"{type(e).__name__}: {e}"
                 self._load_plugins()
                 self._builtins_loaded = True
             finally:
@@ -182,9 +189,12 @@ class Registry:
         from importlib.metadata import entry_points
 
         for ep in entry_points(group="gemgym.envs"):
-            loaded = ep.load()
-            if callable(loaded) and not inspect.ismodule(loaded):
-                loaded()
+            try:
+                loaded = ep.load()
+                if callable(loaded) and not inspect.ismodule(loaded):
+                    loaded()
+            except Exception as e:
+                self.import_errors[f"entry point {ep.name}"] = f"{type(e).__name__}: {e}"
 
     # -- mutation ----------------------------------------------------------------------------
     def register(self, env_spec: EnvSpec, *, override: bool = False) -> None:
@@ -219,9 +229,12 @@ class Registry:
             hint = (
                 f" Did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
             )
+            broken = "".join(f"\n  {m}: {err}" for m, err in self.import_errors.items())
+            if broken:
+                broken = f"\nThese env modules failed to import:{broken}"
             raise EnvNotFoundError(
                 f"no env registered as {env_id!r}.{hint} "
-                "Run `gemgym list` or gemgym.list_envs() to see the available ids."
+                f"Run `gemgym list` or gemgym.list_envs() to see the available ids.{broken}"
             )
         return found
 
