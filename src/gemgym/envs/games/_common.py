@@ -10,12 +10,14 @@ from gemgym.core import Env
 from gemgym.errors import ConfigError
 
 __all__ = [
+    "DIRECTIONS",
     "FORMAT_ERROR_REWARD",
     "INTERNAL_STEP_REWARD",
     "INVALID_ACTION_REWARD",
     "SUCCESS_REWARD",
     "GameEnv",
     "last_boxed",
+    "parse_direction",
 ]
 
 SUCCESS_REWARD = 1.0
@@ -30,6 +32,10 @@ FORMAT_ERROR_REWARD = -0.1
 """Reward of an action with no parsable ``\\boxed{}`` answer; it also ends the episode (GEM)."""
 
 _BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+
+DIRECTIONS = ("up", "down", "left", "right")
+"""The moves of the grid games (FifteenPuzzle, Game2048, Sokoban)."""
+_DIRECTION_RE = re.compile(r"\\boxed\{\s*(up|down|left|right)\s*\}", re.IGNORECASE)
 
 
 def last_boxed(text: str, pattern: re.Pattern[str] | None = None) -> str | None:
@@ -47,6 +53,12 @@ def last_boxed(text: str, pattern: re.Pattern[str] | None = None) -> str | None:
     for last in pattern.finditer(text):  # noqa: B007 - we want the last match
         pass
     return last.group(1) if last is not None else None
+
+
+def parse_direction(text: str) -> str | None:
+    """The last ``\\boxed{up|down|left|right}`` of ``text`` (case-insensitive), lower-cased."""
+    found = last_boxed(text, _DIRECTION_RE)
+    return found.lower() if found is not None else None
 
 
 @dataclass(frozen=True)
