@@ -64,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
     from gemgym.agents import make_agent
     from gemgym.experience import Episode, rollout, summarize
-    from gemgym.registry import spec
+    from gemgym.registry import make
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
-    spec(args.env_id)  # unknown ids fail before anything starts
+    env_kwargs = _env_kwargs(args.env_kwarg)
+    make(args.env_id, **env_kwargs).close()  # unknown ids and bad kwargs fail before anything
     if args.agent == "openai":
         if not args.model:
             raise ConfigError("--agent openai needs --model (and usually --base-url)")
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             TimeElapsedColumn(),
             console=console,
             disable=args.quiet,
-            transient=False,
+            transient=True,
         ) as progress:
             task = progress.add_task(f"{args.agent} on {args.env_id}", total=args.episodes)
             for ep in rollout(
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 batch_size=batch,
                 max_steps=args.max_steps,
-                **_env_kwargs(args.env_kwarg),
+                **env_kwargs,
             ):
                 episodes.append(ep)
                 if out is not None:

@@ -1,0 +1,124 @@
+"""The ``gemgym`` command, run as a user runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def gemgym(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gemgym", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
+
+
+def test_list() -> None:
+    out = gemgym("list", "game:GuessTheNumber-*", "--plain")
+    assert out.returncode == 0
+    assert out.stdout.split() == [
+        "game:GuessTheNumber-v0-easy",
+        "game:GuessTheNumber-v0-hard",
+        "game:GuessTheNumber-v0-random",
+    ]
+    table = gemgym("list", "GuessTheNumber")
+    assert table.returncode == 0 and "GuessTheNumber-v0-hard" in table.stdout
+
+
+def test_info_shows_the_card() -> None:
+    out = gemgym("info", "game:GuessTheNumber-v0-hard")
+    assert out.returncode == 0
+    assert "max_turns" in out.stdout and "binary search" in out.stdout
+
+
+def test_run_oracle_writes_traces_and_summary(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    out = gemgym(
+        "run",
+        "game:GuessTheNumber-v0-hard",
+        "--agent",
+        "oracle",
+        "--episodes",
+        "20",
+        "--seed",
+        "3",
+        "--out",
+        str(path),
+        "--quiet",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "100.0%" in out.stdout and "mean turns" in out.stdout
+    lines = path.read_text().splitlines()
+    assert len(lines) == 20
+    first = json.loads(lines[0])
+    assert first["env_id"] == "game:GuessTheNumber-v0-hard" and first["seed"] == 3
+
+
+def test_run_random_with_env_kwargs() -> None:
+    out = gemgym(
+        "run",
+        "game:GuessTheNumber-v0-easy",
+        "--agent",
+        "random",
+        "--episodes",
+        "5",
+        "--env-kwarg",
+        "max_turns=1",
+        "--quiet",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "1.00" in out.stdout  # mean turns is 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "game:GuessTheNumbr-v0-easy"], "Did you mean"),
+        (["run", "game:GuessTheNumber-v0-easy", "--env-kwarg", "max_turn=3"], "max_turns"),
+        (["run", "game:GuessTheNumber-v0-easy", "--episodes", "0"], "--episodes"),
+        (["run", "game:GuessTheNumber-v0-easy", "--agent", "openai"], "--model"),
+        (["info", "nope:Nothing"], "no env registered"),
+        (
+            [
+                "run",
+                "game:GuessTheNumber-v0-easy",
+                "--agent",
+                "openai",
+                "--model",
+                "m",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--episodes",
+                "1",
+                "--quiet",
+                "--timeout",
+                "2",
+            ],
+            "cannot reach the LLM server",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(args: list[str], message: str) -> None:
+    out = gemgym(*args)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert message in out.stderr
+    assert out.stderr.strip().count("\n") == 0
+
+
+def test_bad_flag_exits_nonzero() -> None:
+    out = gemgym("run", "game:GuessTheNumber-v0-easy", "--no-such-flag")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_play_reads_moves_from_stdin() -> None:
+    out = gemgym("play", "game:GuessTheNumber-v0-easy", "--seed", "0", stdin=":hint\n:quit\n")
+    assert out.returncode == 0
+    assert "Guess The Number" in out.stdout and "hint: \\boxed{5}" in out.stdout

@@ -1,0 +1,85 @@
+"""Episode records, rollout and JSONL round trips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import gemgym
+from gemgym import Image, MultimodalObservation
+from gemgym.agents import OracleAgent, RandomAgent
+from gemgym.errors import ConfigError
+from gemgym.experience import Episode, Transition, read_jsonl, rollout, summarize, write_jsonl
+
+
+def test_rollout_is_reproducible_and_independent_of_batch_size() -> None:
+    a = list(rollout("game:GuessTheNumber-v0-hard", RandomAgent(), episodes=10, seed=5))
+    b = sorted(
+        rollout("game:GuessTheNumber-v0-hard", RandomAgent(), episodes=10, seed=5, batch_size=4),
+        key=lambda e: e.index,
+    )
+    assert [e.index for e in a] == list(range(10))
+    assert [e.seed for e in a] == list(range(5, 15))
+    assert [e.initial_observation for e in a] == [e.initial_observation for e in b]
+    # the oracle's play depends only on the env, so it is identical across batch sizes
+    oa = list(rollout("game:GuessTheNumber-v0-hard", OracleAgent(), episodes=10, seed=5))
+    ob = sorted(
+        rollout("game:GuessTheNumber-v0-hard", OracleAgent(), episodes=10, seed=5, batch_size=3),
+        key=lambda e: e.index,
+    )
+    assert [e.to_dict() for e in oa] == [e.to_dict() for e in ob]
+
+
+def test_episode_properties() -> None:
+    (ep,) = rollout("game:GuessTheNumber-v0-easy", OracleAgent(), episodes=1, seed=0)
+    assert ep.done and ep.success and ep.total_return == 1.0
+    assert ep.length == len(ep.rewards) >= 1
+    assert ep.transitions[-1].terminated and not ep.transitions[-1].truncated
+    assert ep.transitions[0].observation == ep.initial_observation
+
+
+def test_max_steps_cuts_episodes() -> None:
+    eps = list(
+        rollout("game:GuessTheNumber-v0-hard", RandomAgent(), episodes=3, seed=0, max_steps=1)
+    )
+    assert all(e.length == 1 for e in eps)
+
+
+def test_rollout_from_an_env_instance() -> None:
+    env = gemgym.make("game:GuessTheNumber-v0-easy")
+    eps = list(rollout(env, OracleAgent(), episodes=5, seed=1, batch_size=2))
+    assert len(eps) == 5 and all(e.env_id == "game:GuessTheNumber-v0-easy" for e in eps)
+
+
+def test_rollout_validates_arguments() -> None:
+    with pytest.raises(ConfigError):
+        list(rollout("game:GuessTheNumber-v0-easy", OracleAgent(), episodes=-1))
+    with pytest.raises(ConfigError):
+        list(rollout("game:GuessTheNumber-v0-easy", OracleAgent(), episodes=1, batch_size=0))
+
+
+def test_jsonl_roundtrip(tmp_path: Path) -> None:
+    eps = list(rollout("game:GuessTheNumber-v0-hard", RandomAgent(), episodes=6, seed=0))
+    path = tmp_path / "traces.jsonl"
+    assert write_jsonl(eps, path) == 6
+    back = list(read_jsonl(path))
+    assert [e.to_dict() for e in back] == [e.to_dict() for e in eps]
+    assert summarize(back) == summarize(eps)
+
+
+def test_jsonl_keeps_multimodal_observations(tmp_path: Path) -> None:
+    obs = MultimodalObservation("find x", (Image(b"\x00\x01png", "image/png"),))
+    ep = Episode("math:Geo", 0, 1, obs, [Transition(obs, r"\boxed{3}", 1.0, True, False, {"k": 1})])
+    path = tmp_path / "mm.jsonl"
+    write_jsonl([ep], path)
+    (back,) = read_jsonl(path)
+    assert back.initial_observation == obs
+    assert back.transitions[0].info == {"k": 1}
+
+
+def test_read_jsonl_rejects_other_files(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"hello": 1}\n')
+    with pytest.raises(ConfigError, match=r"bad\.jsonl:1"):
+        list(read_jsonl(path))
