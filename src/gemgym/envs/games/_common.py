@@ -17,6 +17,7 @@ __all__ = [
     "SUCCESS_REWARD",
     "GameEnv",
     "last_boxed",
+    "last_match",
     "parse_direction",
 ]
 
@@ -53,6 +54,16 @@ def last_boxed(text: str, pattern: re.Pattern[str] | None = None) -> str | None:
     for last in pattern.finditer(text):  # noqa: B007 - we want the last match
         pass
     return last.group(1) if last is not None else None
+
+
+def last_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text`` (``None`` if none, or if ``text`` is no string)."""
+    if not isinstance(text, str):
+        return None
+    last = None
+    for last in pattern.finditer(text):  # noqa: B007 - we want the last match
+        pass
+    return last
 
 
 def parse_direction(text: str) -> str | None:
