@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -118,3 +122,30 @@ def test_missing_module_names_the_extra(scratch_id: str) -> None:
 def test_every_builtin_env_module_imports() -> None:
     gemgym.list_envs()
     assert registry.import_errors == {}
+
+
+def test_third_party_envs_register_through_entry_points(tmp_path: Path) -> None:
+    dist = tmp_path / "fakeplugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[gemgym.envs]\nfake = fakeplugin:register_all\n")
+    (tmp_path / "fakeplugin.py").write_text(
+        "import gemgym\n"
+        "def register_all():\n"
+        "    gemgym.register('plugin:Guess-v0', "
+        "'gemgym.envs.games.guess_the_number:GuessTheNumberEnv', kwargs={'max_turns': 2})\n"
+    )
+    code = (
+        "import gemgym\n"
+        "env = gemgym.make('plugin:Guess-v0')\n"
+        "print(env.unwrapped.max_turns, 'plugin:Guess-v0' in gemgym.list_envs())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "True"]
