@@ -19,6 +19,7 @@ __all__ = [
     "last_boxed",
     "last_match",
     "parse_direction",
+    "words_by_length",
 ]
 
 SUCCESS_REWARD = 1.0
@@ -64,6 +65,32 @@ def last_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
     for last in pattern.finditer(text):  # noqa: B007 - we want the last match
         pass
     return last
+
+
+_WORDS_BY_LENGTH: dict[str, dict[int, tuple[str, ...]]] = {}
+
+
+def words_by_length(filename: str) -> dict[int, tuple[str, ...]]:
+    """The upper-cased words of a list shipped in ``games/data/`` (one per line), by length.
+
+    Loaded on first use and cached for the process; the tuples are shared, so never mutate the
+    returned dict. ``.gz`` files are decompressed.
+    """
+    found = _WORDS_BY_LENGTH.get(filename)
+    if found is None:
+        from importlib.resources import files
+
+        raw = files("gemgym.envs.games").joinpath("data", filename).read_bytes()
+        if filename.endswith(".gz"):
+            import gzip
+
+            raw = gzip.decompress(raw)
+        groups: dict[int, list[str]] = {}
+        for word in raw.decode("ascii").split():
+            groups.setdefault(len(word), []).append(word.upper())
+        found = {n: tuple(ws) for n, ws in sorted(groups.items())}
+        _WORDS_BY_LENGTH[filename] = found
+    return found
 
 
 def parse_direction(text: str) -> str | None:
