@@ -1,0 +1,266 @@
+"""The sandbox interface: :class:`Limits`, :class:`RunResult` and :class:`Sandbox`."""
+
+from __future__ import annotations
+
+import abc
+import json
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from gemgym.errors import ClosedError, ConfigError
+
+__all__ = ["KillReason", "Limits", "RunRequest", "RunResult", "Sandbox"]
+
+KillReason = Literal["timeout", "cpu", "memory", "output", "file_size", "processes"]
+"""Which limit ended a run."""
+
+_GiB = 1 << 30
+_MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits applied to every run.
+
+    Attributes:
+        timeout: wall-clock seconds; the whole process tree is killed when it passes.
+        cpu_time: CPU seconds per process (``RLIMIT_CPU``); ``None`` = ``ceil(timeout) + 1``.
+        memory: address-space bytes per process (``RLIMIT_AS``).
+        max_processes: processes and threads alive at once in the sandbox (a ``pids`` cgroup,
+            or ``RLIMIT_NPROC`` for a non-root uid).
+        max_output: bytes of stdout + stderr kept; a run that writes more is killed.
+        max_file_size: largest file a run may write (``RLIMIT_FSIZE``).
+        tmp_size: size of the private writable ``/tmp`` (bubblewrap and Docker backends).
+    """
+
+    timeout: float = 10.0
+    cpu_time: float | None = None
+    memory: int = 2 * _GiB
+    max_processes: int = 64
+    max_output: int = 1 * _MiB
+    max_file_size: int = 16 * _MiB
+    tmp_size: int = 64 * _MiB
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "memory", "max_processes", "max_output", "max_file_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"Limits.{name} must be a positive number, got {value!r}")
+        if self.cpu_time is not None and self.cpu_time <= 0:
+            raise ConfigError(f"Limits.cpu_time must be positive or None, got {self.cpu_time!r}")
+
+    @property
+    def cpu_seconds(self) -> int:
+        """The CPU-time limit in whole seconds."""
+        if self.cpu_time is not None:
+            return max(1, math.ceil(self.cpu_time))
+        return math.ceil(self.timeout) + 1
+
+    def with_timeout(self, timeout: float | None) -> Limits:
+        """These limits with another wall timeout (``None`` keeps this one)."""
+        return self if timeout is None else replace(self, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One snippet to run.
+
+    Attributes:
+        code: Python source, run as ``__main__`` (like ``python -c``).
+        stdin: text fed to the program's standard input.
+        setup: code run first in the same namespace with its output discarded (used to replay
+            the earlier cells of a persistent interpreter).
+        check: code run after ``code`` in the same namespace (hidden tests);
+            :attr:`RunResult.check_passed` says whether it completed. A ``sys.exit(0)`` in
+            ``code`` therefore cannot pass the check.
+        files: files written to the working directory first (name -> text).
+        timeout: wall timeout of this run (``None``: the sandbox's limit).
+    """
+
+    code: str
+    stdin: str = ""
+    setup: str | None = None
+    check: str | None = None
+    files: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+
+    def spec(self, limits: Limits, nproc: int | None) -> dict[str, Any]:
+        """The JSON run spec understood by the in-sandbox runner."""
+        return {
+            "code": self.code,
+            "stdin": self.stdin,
+            "setup": self.setup,
+            "check": self.check,
+            "files": dict(self.files),
+            "timeout": limits.timeout,
+            "cpu": limits.cpu_seconds,
+            "memory": int(limits.memory),
+            "fsize": int(limits.max_file_size),
+            "nproc": nproc,
+            "max_output": int(limits.max_output),
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run produced.
+
+    Attributes:
+        stdout: standard output (UTF-8, invalid bytes replaced; cut at the output limit).
+        stderr: standard error, the same way.
+        exit_code: the exit status; negative = killed by that signal; ``None`` if it never ran.
+        timed_out: the wall timeout passed.
+        killed_by: the limit that ended the run, if one did.
+        duration: wall seconds.
+        check_passed: for requests with a ``check``: whether it ran to completion.
+        error: the sandbox itself failed (not the code); the run did not complete.
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool = False
+    killed_by: KillReason | None = None
+    duration: float = 0.0
+    check_passed: bool | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The program exited with status 0 within its limits."""
+        return self.exit_code == 0 and self.killed_by is None and self.error is None
+
+
+_SIGXCPU = 24
+_SIGXFSZ = 25
+
+
+def build_result(
+    stdout: bytes | str,
+    stderr: bytes | str,
+    exit_code: int | None,
+    reason: str | None,
+    status: bytes | str,
+    duration: float,
+    *,
+    process_limit_hit: bool = False,
+    error: str | None = None,
+) -> RunResult:
+    """Turn the raw outcome of a run into a :class:`RunResult` (shared by every backend)."""
+    out = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else stdout
+    err = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    try:
+        st = json.loads(status) if status else {}
+    except ValueError:
+        st = {}
+    if not isinstance(st, dict):
+        st = {}
+    killed: KillReason | None = None
+    if reason == "timeout":
+        killed = "timeout"
+    elif reason == "output":
+        killed = "output"
+    elif exit_code == -_SIGXCPU:
+        killed = "cpu"
+    elif exit_code == -_SIGXFSZ:
+        killed = "file_size"
+    elif st.get("memory_error"):
+        killed = "memory"
+    elif process_limit_hit and exit_code != 0:
+        killed = "processes"
+    check = st.get("check_passed")
+    return RunResult(
+        stdout=out,
+        stderr=err,
+        exit_code=exit_code,
+        timed_out=killed == "timeout",
+        killed_by=killed,
+        duration=duration,
+        check_passed=check if isinstance(check, bool) else None,
+        error=error,
+    )
+
+
+class Sandbox(abc.ABC):
+    """Runs untrusted Python code under :class:`Limits`.
+
+    Subclasses implement :meth:`_run`. Use :func:`gemgym.sandbox.make_sandbox` to build one.
+    Every method is thread-safe; :meth:`run_many` runs requests in parallel.
+    """
+
+    name: str = "sandbox"
+    isolating: bool = True
+    """Whether the backend isolates the filesystem, network and processes (not: unsafe-local)."""
+
+    def __init__(self, limits: Limits | None = None, parallelism: int = 2) -> None:
+        if limits is not None and not isinstance(limits, Limits):
+            raise ConfigError(f"limits must be a gemgym.sandbox.Limits, got {limits!r}")
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise ConfigError(f"parallelism must be a positive int, got {parallelism!r}")
+        self.limits = limits or Limits()
+        self.parallelism = parallelism
+        self._closed = False
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    def run(
+        self,
+        code: str | RunRequest,
+        stdin: str = "",
+        *,
+        timeout: float | None = None,
+        setup: str | None = None,
+        check: str | None = None,
+        files: Mapping[str, str] | None = None,
+    ) -> RunResult:
+        """Run ``code`` (a source string or a :class:`RunRequest`) and return its result."""
+        if self._closed:
+            raise ClosedError(f"this {self.name} sandbox was closed; make a new one")
+        if isinstance(code, RunRequest):
+            request = code
+        elif isinstance(code, str):
+            request = RunRequest(code, stdin, setup, check, files or {}, timeout)
+        else:
+            raise ConfigError(f"code must be a str or RunRequest, got {type(code).__name__}")
+        return self._run(request, self.limits.with_timeout(request.timeout))
+
+    def run_many(self, requests: Iterable[RunRequest]) -> list[RunResult]:
+        """Run several requests in parallel (up to :attr:`parallelism` at once), in order."""
+        items = list(requests)
+        if len(items) <= 1 or self.parallelism == 1:
+            return [self.run(r) for r in items]
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.parallelism, f"gemgym-{self.name}")
+            executor = self._executor
+        return list(executor.map(self.run, items))
+
+    @abc.abstractmethod
+    def _run(self, request: RunRequest, limits: Limits) -> RunResult:
+        """Run one request under ``limits``."""
+
+    def close(self) -> None:
+        """Stop workers and release resources (idempotent)."""
+        self._closed = True
+        with self._lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.limits}>"
