@@ -206,6 +206,11 @@ class Sandbox(abc.ABC):
         self._closed = False
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._args: tuple[Any, ...] = (self.limits, parallelism)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copies (pickle, deepcopy) are new sandboxes with the same settings."""
+        return (type(self), self._args)
 
     def run(
         self,

@@ -38,6 +38,7 @@ from gemgym.sandbox.base import Limits, RunRequest, RunResult, Sandbox
 __all__ = ["BwrapSandbox", "ProcessLimitMode", "bwrap_argv", "bwrap_available"]
 
 ProcessLimitMode = Literal["auto", "cgroup", "uid"]
+"""How process counts are capped (see the module docstring)."""
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 INSTALL_HINT = (
@@ -190,6 +191,7 @@ class BwrapSandbox(Sandbox):
         require_bwrap(self.limiter.user)
         self.python = python or default_python(self.limiter.user is not None)
         self.ro_paths = tuple(ro_paths)
+        self._args = (self.limits, parallelism, python, self.ro_paths, self.limiter.mode)
         bwrap_argv(self.python, self.limits, self.ro_paths)  # validates the paths now
 
     def _run(self, request: RunRequest, limits: Limits) -> RunResult:

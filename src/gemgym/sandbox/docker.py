@@ -84,6 +84,7 @@ class DockerSandbox(Sandbox):
             )
         self.image = image
         self.docker = docker
+        self._args = (self.limits, parallelism, image, docker)
 
     def command(self, limits: Limits, name: str) -> list[str]:
         """The full command of one run (``docker run ... python3 -I -c <runner>``)."""

@@ -161,6 +161,7 @@ class PoolSandbox(Sandbox):
         self._idle: list[_Worker] = []
         self._started = 0
         self._pid = os.getpid()
+        self._args = (self.limits, size, python, self.ro_paths, self.limiter.mode)
         self._nproc: int | None = None
         _LIVE.add(self)
 

@@ -44,6 +44,7 @@ class UnsafeLocalSandbox(Sandbox):
     ) -> None:
         super().__init__(limits, parallelism)
         self.python = python or sys.executable
+        self._args = (self.limits, parallelism, python)
         warnings.warn(
             "the 'unsafe-local' sandbox does NOT isolate files, network or processes: run only "
             "trusted code with it, or install bubblewrap (apt-get install bubblewrap)",

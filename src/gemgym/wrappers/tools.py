@@ -1,0 +1,202 @@
+"""Tools as a wrapper: :class:`ToolEnvWrapper` lets the model call tools between answers.
+
+GEM's semantics, kept: the tools' instructions are added to the first observation (after an
+``"Available tools:"`` header when there are several); a step whose action calls a tool runs the
+tool and does **not** step the inner env (its observation is the tool's output, its reward
+``tool_reward`` plus ``tool_success_reward`` or ``tool_error_reward``, and it never ends the
+episode by itself); at most ``max_tool_uses`` calls per episode, the last one followed by a note
+that no more tools can be used, after which tool calls go to the inner env like any answer.
+``info`` carries ``use_tool``, ``parsed_action`` (the action cut after the call),
+``tool_type`` (the tool's name), ``tool_use_counter``, ``tool_success_counter`` and, at reset,
+the previous episode's counters as ``prev_ep_tool_use_counter``/``prev_ep_tool_success_counter``.
+
+Bugs of GEM fixed:
+
+* parse tracking with several tools: the first tool that parses the action and runs without
+  error wins; if every tool that parsed it failed, the *first* failed call is the result (GEM lost
+  it when a later tool did not parse, and sent a tool call to the inner env as an answer);
+* turn limits: tool turns count toward the episode's turn limit. ``max_turns`` (all turns: tool
+  calls and answers) truncates the episode (``truncated=True``, ``info["turn_limit"]=True``)
+  when reached without a terminal outcome. Left at ``None`` it is the inner env's own
+  ``max_turns`` for multi-turn envs, and unlimited for single-turn ones (whose tool budget is
+  ``max_tool_uses``). ``count_tool_turns=False`` gives GEM's behaviour (tool turns are free).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from gemgym.core import Env, Message, MultimodalObservation, Wrapper
+from gemgym.errors import ConfigError
+from gemgym.tools.base import Tool, ToolCall, ToolResult
+
+__all__ = ["MAX_TOOL_USES_MESSAGE", "ToolEnvWrapper"]
+
+MAX_TOOL_USES_MESSAGE = (
+    "\nReached the maximum number of tool uses. Give your final answer now, without calling a tool."
+)
+
+
+def _add_text(obs: Any, text: str) -> Any:
+    """``obs`` with ``text`` appended (strings, multimodal text, the last chat message)."""
+    if isinstance(obs, str):
+        return f"{obs}\n{text}" if obs else text
+    if isinstance(obs, MultimodalObservation):
+        return MultimodalObservation(_add_text(obs.text, text), obs.images)
+    if isinstance(obs, list) and obs and isinstance(obs[-1], dict):
+        msgs = copy.copy(obs)
+        last = dict(msgs[-1])
+        last["content"] = _add_text(str(last.get("content", "")), text)
+        msgs[-1] = Message(role=last["role"], content=last["content"])
+        return msgs
+    return obs
+
+
+class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
+    """Give the model tools (see the module docstring).
+
+    Args:
+        env: a text env.
+        tools: the tools, tried in order; each instance belongs to this wrapper.
+        max_tool_uses: tool calls allowed per episode.
+        tool_reward: reward of every tool call.
+        tool_success_reward: added when the call succeeds.
+        tool_error_reward: added when the call fails (error, timeout).
+        max_turns: limit on all turns of an episode (see the module docstring).
+        count_tool_turns: whether tool calls count toward ``max_turns``.
+    """
+
+    def __init__(
+        self,
+        env: Env[Any, str],
+        tools: Sequence[Tool],
+        max_tool_uses: int = 10,
+        tool_reward: float = 0.0,
+        tool_success_reward: float = 0.0,
+        tool_error_reward: float = 0.0,
+        max_turns: int | None = None,
+        count_tool_turns: bool = True,
+    ) -> None:
+        super().__init__(env)
+        tools = list(tools)
+        if not tools or not all(isinstance(t, Tool) for t in tools):
+            raise ConfigError("tools must be a non-empty sequence of gemgym.tools.Tool instances")
+        if len({id(t) for t in tools}) != len(tools):
+            raise ConfigError("the same tool instance appears twice in tools")
+        if isinstance(max_tool_uses, bool) or not isinstance(max_tool_uses, int):
+            raise ConfigError(f"max_tool_uses must be an int, got {max_tool_uses!r}")
+        if max_tool_uses < 0:
+            raise ConfigError(f"max_tool_uses must be >= 0, got {max_tool_uses}")
+        if max_turns is not None and (isinstance(max_turns, bool) or max_turns < 1):
+            raise ConfigError(f"max_turns must be a positive int or None, got {max_turns!r}")
+        self.tools = tools
+        self.max_tool_uses = max_tool_uses
+        self.tool_reward = float(tool_reward)
+        self.tool_success_reward = float(tool_success_reward)
+        self.tool_error_reward = float(tool_error_reward)
+        self.max_turns = max_turns
+        self.count_tool_turns = count_tool_turns
+        self.tool_use_counter = 0
+        self.tool_success_counter = 0
+        self.turn_count = 0
+
+    # -- helpers ---------------------------------------------------------------------------
+    def instructions(self) -> str:
+        """The text added to the first observation."""
+        parts = [t.instructions() for t in self.tools]
+        if len(parts) == 1:
+            return parts[0]
+        return "Available tools:\n" + "\n\n".join(parts)
+
+    def turn_limit(self) -> int | None:
+        """The episode's limit on turns, tool calls included (``None``: none here)."""
+        if self.max_turns is not None:
+            return self.max_turns
+        if not self.env.metadata.get("multi_turn", False):
+            return None
+        try:
+            inner = self.env.get_wrapper_attr("max_turns")
+        except AttributeError:
+            return None
+        return inner if isinstance(inner, int) and not isinstance(inner, bool) else None
+
+    def _call(self, action: str) -> tuple[Tool, ToolCall, ToolResult] | None:
+        failed: tuple[Tool, ToolCall, ToolResult] | None = None
+        for tool in self.tools:
+            call = tool.parse(action)
+            if call is None:
+                continue
+            result = tool.execute(call)
+            if result.ok:
+                return tool, call, result
+            if failed is None:
+                failed = (tool, call, result)
+        return failed
+
+    def _counters(self) -> dict[str, Any]:
+        return {
+            "tool_use_counter": self.tool_use_counter,
+            "tool_success_counter": self.tool_success_counter,
+        }
+
+    # -- episode API -------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        info = dict(info)
+        info["prev_ep_tool_use_counter"] = self.tool_use_counter
+        info["prev_ep_tool_success_counter"] = self.tool_success_counter
+        self.tool_use_counter = 0
+        self.tool_success_counter = 0
+        self.turn_count = 0
+        for tool in self.tools:
+            tool.reset()
+        info.update(self._counters(), use_tool=False)
+        return _add_text(obs, self.instructions()), info
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        outcome = self._call(action) if self.tool_use_counter < self.max_tool_uses else None
+        if outcome is None:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            info = dict(info)
+            info.update(self._counters(), use_tool=False)
+            self.turn_count += 1
+            return self._limit(obs, reward, terminated, truncated, info)
+        tool, call, result = outcome
+        self.tool_use_counter += 1
+        if result.ok:
+            self.tool_success_counter += 1
+        reward = self.tool_reward + (
+            self.tool_success_reward if result.ok else self.tool_error_reward
+        )
+        obs = result.observation
+        if self.tool_use_counter >= self.max_tool_uses:
+            obs += MAX_TOOL_USES_MESSAGE
+        info = {
+            "use_tool": True,
+            "parsed_action": call.raw,
+            "tool_type": tool.name,
+            "tool_ok": result.ok,
+            "tool_info": result.info,
+            **self._counters(),
+        }
+        if self.count_tool_turns:
+            self.turn_count += 1
+        return self._limit(obs, reward, False, False, info)
+
+    def _limit(
+        self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        limit = self.turn_limit()
+        if limit is not None and self.turn_count >= limit and not (terminated or truncated):
+            truncated = True
+            info["turn_limit"] = True
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        for tool in self.tools:
+            tool.close()
+        super().close()
