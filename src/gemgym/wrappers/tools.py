@@ -25,14 +25,14 @@ Bugs of GEM fixed:
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gemgym.core import Env, Message, MultimodalObservation, Wrapper
 from gemgym.errors import ConfigError
 from gemgym.tools.base import Tool, ToolCall, ToolResult
 
-__all__ = ["MAX_TOOL_USES_MESSAGE", "ToolEnvWrapper"]
+__all__ = ["MAX_TOOL_USES_MESSAGE", "ToolEnvWrapper", "python_tool_wrapper"]
 
 MAX_TOOL_USES_MESSAGE = (
     "\nReached the maximum number of tool uses. Give your final answer now, without calling a tool."
@@ -200,3 +200,49 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         for tool in self.tools:
             tool.close()
         super().close()
+
+
+def python_tool_wrapper(
+    *,
+    timeout: float = 5.0,
+    tool_reward: float = 0.05,
+    tool_success_reward: float = 0.25,
+    tool_error_reward: float = 0.0,
+    max_tool_uses: int = 5,
+    persistent: bool = False,
+    keep_error_last_line: bool = False,
+    backend: str = "auto",
+    max_turns: int | None = None,
+    count_tool_turns: bool = True,
+) -> Callable[[Env[Any, str]], ToolEnvWrapper]:
+    """A wrapper factory giving an env the Python tool (GEM's ``python_tool`` preset defaults).
+
+    Each env it wraps gets its own :class:`~gemgym.tools.python.PythonTool`::
+
+        env = gemgym.make("math:GSM8K", wrappers=[python_tool_wrapper()])
+
+    GEM's ``python_tool_no_int_reward`` is ``tool_reward=0, tool_success_reward=0``, and its
+    ``..._last_line_error`` adds ``keep_error_last_line=True``.
+    """
+
+    def wrap(env: Env[Any, str]) -> ToolEnvWrapper:
+        from gemgym.tools.python import PythonTool
+
+        tool = PythonTool(
+            backend=backend,
+            timeout=timeout,
+            persistent=persistent,
+            keep_error_last_line=keep_error_last_line,
+        )
+        return ToolEnvWrapper(
+            env,
+            [tool],
+            max_tool_uses=max_tool_uses,
+            tool_reward=tool_reward,
+            tool_success_reward=tool_success_reward,
+            tool_error_reward=tool_error_reward,
+            max_turns=max_turns,
+            count_tool_turns=count_tool_turns,
+        )
+
+    return wrap
