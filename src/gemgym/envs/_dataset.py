@@ -467,6 +467,7 @@ class DatasetEnv(Env[ObsT | str, str], Generic[ObsT]):
     source: ItemSource
     item: Item | None = None
     item_index: int = -1
+    shuffle: bool = True
     _order_seed: int | None = None
     _position: int = -1
 
@@ -477,8 +478,14 @@ class DatasetEnv(Env[ObsT | str, str], Generic[ObsT]):
         columns: Mapping[str, str] | None = None,
         split: str | None = None,
         spec: DatasetSpec | None = None,
+        shuffle: bool = True,
     ) -> None:
-        """Load the items (shared with other envs over the same source)."""
+        """Load the items (shared with other envs over the same source).
+
+        ``shuffle=False`` visits the items in dataset order (evaluation sets); the seed is then
+        irrelevant to the order.
+        """
+        self.shuffle = shuffle
         if spec is not None:
             self.dataset_spec = spec  # type: ignore[misc]
         self.source = load_items(
@@ -503,6 +510,8 @@ class DatasetEnv(Env[ObsT | str, str], Generic[ObsT]):
             self._order_seed = seed if seed is not None else self.rng.getrandbits(32)
             self._position = -1
         self._position += 1
+        if not self.shuffle:
+            return self._position % len(self.source)
         return self.source.index_at(self._order_seed, self._position)
 
     def reset(
