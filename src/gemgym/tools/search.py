@@ -1,0 +1,197 @@
+"""``SearchTool``: ``<search>query</search>`` answered by a retrieval server or a local index.
+
+The model writes a query between ``<search>`` tags (GEM's and Search-R1's format); the tool
+returns the top-k documents formatted as GEM does::
+
+    <information>Doc 1(Title: heapq) Heap queue algorithm (a.k.a. priority queue). ...
+    Doc 2(Title: ...) ...
+    </information>
+
+Two ways to answer a query, chosen by the constructor:
+
+* ``SearchTool(url="http://host:port/retrieve")`` posts to a retrieval server (``gemgym
+  serve-retriever`` or a Search-R1/GEM server); ``$SEARCH_URL`` is used when neither ``url``
+  nor ``retriever`` is given, as in GEM. A URL without a path gets ``/retrieve``.
+* ``SearchTool(retriever=BM25Retriever(...))`` searches an in-process index (no server).
+
+Failures of a search (server down, timeout, bad answer) never raise: they become the
+observation ``[SearchTool Error: ...]`` with ``ok=False``, as in GEM.
+
+Differences from GEM: requests are JSON (GEM's server also understood MessagePack; ours accepts
+both); an empty query is an error observation instead of a search for nothing; the timeout
+covers the whole request; a query that matches nothing says so instead of returning an empty
+``<information>`` block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from gemgym.errors import ConfigError
+from gemgym.retrieval.index import Retriever
+from gemgym.tools.base import Tool, ToolCall, ToolResult
+
+__all__ = ["SearchTool", "format_documents"]
+
+_SEARCH_RE = re.compile(r"<search>(.*?)</search>", re.DOTALL)
+
+INSTRUCTIONS = (
+    "You are provided with a search engine to help answer questions.\n\n"
+    "Instructions:\n"
+    "- Always conduct reasoning inside:\n"
+    "  <think> your reasoning here </think>\n"
+    "- After reasoning, if knowledge is missing, issue a search query:\n"
+    "  <search> your query </search>\n"
+    "- The search engine returns results inside:\n"
+    "  <information> ... </information>\n"
+    "- You can search as many times as needed.\n"
+    "- When ready, give the final concise answer using:\n"
+    "  <answer> your answer </answer>\n\n"
+    "Example:\n"
+    "<think> I need to find the capital of China. </think>\n"
+    "<search> capital of China </search>\n"
+    "<information> Beijing is the capital of China. </information>\n"
+    "<think> The capital is Beijing. </think>\n"
+    "<answer> Beijing </answer>"
+)
+
+
+def format_documents(documents: list[dict[str, Any]]) -> str:
+    """GEM's layout: ``Doc i(Title: title) text`` per line, from Search-R1 style documents.
+
+    A document has ``contents`` (title on the first line) or ``title`` and ``text``.
+    """
+    lines = []
+    for i, doc in enumerate(documents, 1):
+        if "title" in doc or "text" in doc:
+            title, text = str(doc.get("title", "")), str(doc.get("text", ""))
+        else:
+            title, _, text = str(doc.get("contents", "")).partition("\n")
+        lines.append(f"Doc {i}(Title: {title}) {text}\n")
+    return "".join(lines)
+
+
+def _retrieve_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"search url must be http(s)://host:port[/path], got {url!r}")
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/retrieve")
+    return urllib.parse.urlunsplit(parts)
+
+
+class SearchTool(Tool):
+    """Search a corpus with ``<search>query</search>``.
+
+    Args:
+        url: a retrieval server's ``/retrieve`` endpoint (default: ``$SEARCH_URL``).
+        retriever: an in-process :class:`~gemgym.retrieval.index.Retriever` instead of a server.
+        topk: documents returned per query (GEM: 3).
+        timeout: seconds allowed for one search request to the server.
+    """
+
+    name = "search"
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        retriever: Retriever | None = None,
+        topk: int = 3,
+        timeout: float = 5.0,
+    ) -> None:
+        if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+            raise ConfigError(f"topk must be a positive int, got {topk!r}")
+        if not timeout > 0:
+            raise ConfigError(f"timeout must be positive, got {timeout!r}")
+        if url is not None and retriever is not None:
+            raise ConfigError("give SearchTool a url or a retriever, not both")
+        if url is None and retriever is None:
+            url = os.environ.get("SEARCH_URL") or None
+            if url is None:
+                raise ConfigError(
+                    "SearchTool needs a retrieval server url (or $SEARCH_URL) or a retriever; "
+                    "start one with: gemgym serve-retriever --corpus docs.jsonl --port 8000"
+                )
+        self.url = _retrieve_url(url) if url is not None else None
+        self.retriever = retriever
+        self.topk = topk
+        self.timeout = float(timeout)
+
+    def instructions(self) -> str:
+        """GEM's search-engine instructions (think, search, information, answer)."""
+        return INSTRUCTIONS
+
+    def parse(self, action: str) -> ToolCall | None:
+        """The first ``<search>...</search>``; ``raw`` is the action up to its end."""
+        m = _SEARCH_RE.search(action)
+        if m is None:
+            return None
+        return ToolCall(self.name, m.group(1).strip(), action[: m.end()])
+
+    def search(self, query: str) -> list[dict[str, Any]]:
+        """The top-k documents for ``query`` (Search-R1 dicts); raises on failure."""
+        if self.retriever is not None:
+            return [h.document.to_dict() for h in self.retriever.search(query, self.topk)]
+        assert self.url is not None  # one of url/retriever is set by __init__
+        body = json.dumps({"queries": [query], "topk": self.topk, "return_scores": True})
+        request = urllib.request.Request(
+            self.url,
+            data=body.encode("utf-8"),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                answer = json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode("utf-8", "replace")[:300]
+            raise RuntimeError(f"server answered {e.code}: {detail}") from e
+        except (TimeoutError, urllib.error.URLError) as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                raise RuntimeError(f"search timed out after {self.timeout:g} s") from e
+            raise RuntimeError(f"cannot reach the retrieval server at {self.url}: {reason}") from e
+        try:
+            hits = answer["result"][0]
+            return [h.get("document", h) for h in hits]
+        except (KeyError, IndexError, TypeError) as e:
+            raise RuntimeError(
+                f"unexpected answer from the retrieval server: {answer!r:.200}"
+            ) from e
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Search and format the documents; a failure is an error observation."""
+        query = str(call.arguments)
+        start = time.perf_counter()
+        if not query:
+            return ToolResult(
+                "\n\n<information>[SearchTool Error: empty query; write "
+                "<search> your query </search>]</information>\n\n",
+                ok=False,
+                info={"query": query},
+            )
+        try:
+            docs = self.search(query)
+        except Exception as e:
+            return ToolResult(
+                f"\n\n<information>[SearchTool Error: {e}]</information>\n\n",
+                ok=False,
+                info={"query": query, "error": str(e)},
+            )
+        text = format_documents(docs) if docs else "No documents matched the query.\n"
+        return ToolResult(
+            f"\n\n<information>{text}</information>\n\n",
+            info={
+                "query": query,
+                "num_documents": len(docs),
+                "search_time": time.perf_counter() - start,
+            },
+        )
