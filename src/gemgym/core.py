@@ -298,6 +298,26 @@ class Wrapper(Env[WObsT, WActT], Generic[WObsT, WActT, ObsT, ActT]):
             self.env.step(cast("ActT", action)),
         )
 
+    async def astep(self, action: WActT) -> tuple[WObsT, float, bool, bool, dict[str, Any]]:
+        """Async :meth:`step`: awaits the inner env's ``astep`` when this wrapper does not change
+        ``step``; a wrapper that overrides ``step`` but not ``astep`` runs its ``step``."""
+        if type(self).step is Wrapper.step:
+            return cast(
+                "tuple[WObsT, float, bool, bool, dict[str, Any]]",
+                await self.env.astep(cast("ActT", action)),
+            )
+        return self.step(action)
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[WObsT, dict[str, Any]]:
+        """Async :meth:`reset`, forwarded like :meth:`astep`."""
+        if type(self).reset is Wrapper.reset:
+            return cast(
+                "tuple[WObsT, dict[str, Any]]", await self.env.areset(seed=seed, options=options)
+            )
+        return self.reset(seed=seed, options=options)
+
     def sample_random_action(self) -> WActT:
         """Forward to the inner env."""
         return cast("WActT", self.env.sample_random_action())

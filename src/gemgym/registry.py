@@ -401,6 +401,7 @@ def make_vec(
     vec_kwargs: Sequence[Mapping[str, Any]] | None = None,
     backend: str = "sync",
     autoreset_mode: Any = None,
+    backend_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> VectorEnv:
     """Build a vector of envs (see :mod:`gemgym.vector`).
@@ -410,8 +411,11 @@ def make_vec(
         num_envs: number of envs when ``env_ids`` is a single id (default 1).
         wrappers: wrapper factories applied to every env.
         vec_kwargs: per-env keyword arguments, one mapping per env.
-        backend: ``"sync"`` (a loop in this process) or another backend of :mod:`gemgym.vector`.
-        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"``.
+        backend: ``"sync"`` (a loop in this process), ``"thread"``, ``"process"`` or ``"ray"``
+            (see :mod:`gemgym.vector`).
+        autoreset_mode: ``"next_step"``, ``"same_step"`` (default) or ``"disabled"``.
+        backend_options: options of the backend, e.g. ``{"num_workers": 2, "step_timeout": 30}``
+            for ``"process"``.
         **kwargs: keyword arguments for every env.
     """
     from gemgym.vector import make_vector_env
@@ -428,7 +432,12 @@ def make_vec(
         registry.spec(env_id)  # fail fast on unknown ids, with suggestions
     per_env = [{**kwargs, **(vec_kwargs[i] if vec_kwargs else {})} for i in range(len(ids))]
     return make_vector_env(
-        ids, per_env, wrappers=wrappers, backend=backend, autoreset_mode=autoreset_mode
+        ids,
+        per_env,
+        wrappers=wrappers,
+        backend=backend,
+        autoreset_mode=autoreset_mode,
+        **dict(backend_options or {}),
     )
 
 

@@ -1,112 +1,58 @@
-"""A vector env that steps its envs in a loop, in this process."""
+"""The ``sync`` backend: the envs are stepped in a loop, in this process."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import asyncio
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from gemgym.core import Env
-from gemgym.errors import VectorEnvError
-from gemgym.vector.base import AutoresetMode, VecStep, VectorEnv
+from gemgym.vector.base import AutoresetMode, EnvRecipe, EnvSlot, ResetItem, StepTuple, VectorEnv
 
 __all__ = ["SyncVectorEnv"]
 
 
 class SyncVectorEnv(VectorEnv):
-    """Step envs one after another (fastest for cheap, CPU-bound envs)."""
+    """Step envs one after another: the fastest backend for cheap, CPU-bound envs.
+
+    ``astep`` awaits every env's own ``astep`` concurrently, so envs that wait on I/O and
+    implement ``astep`` overlap; envs that do not simply run their ``step``.
+    """
+
+    backend = "sync"
 
     def __init__(
-        self,
-        env_ids: Sequence[str],
-        env_kwargs: Sequence[Mapping[str, Any]],
-        *,
-        wrappers: Sequence[Callable[[Env[Any, Any]], Env[Any, Any]]] | None = None,
-        autoreset_mode: AutoresetMode | str | None = None,
+        self, recipes: Sequence[EnvRecipe], *, autoreset_mode: AutoresetMode | str | None = None
     ) -> None:
-        from gemgym.registry import make
+        self._init_common(recipes, autoreset_mode)
+        self.slots = [EnvSlot(r.build(), self.autoreset_mode) for r in self.recipes]
 
-        self.env_ids = list(env_ids)
-        self.num_envs = len(self.env_ids)
-        self.autoreset_mode = AutoresetMode.coerce(autoreset_mode)
-        self.envs = [
-            make(i, wrappers=wrappers, **dict(kw))
-            for i, kw in zip(self.env_ids, env_kwargs, strict=True)
-        ]
-        self._needs_reset = [False] * self.num_envs
-        self._closed = False
+    @property
+    def envs(self) -> list[Any]:
+        """The env objects (this process holds them)."""
+        return [s.env for s in self.slots]
 
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int | None] | None = None,
-        options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
-    ) -> tuple[list[Any], list[dict[str, Any]]]:
-        n = self.num_envs
-        if seed is None or isinstance(seed, int):
-            seeds: list[int | None] = [None if seed is None else seed + i for i in range(n)]
-        else:
-            seeds = list(seed)
-            if len(seeds) != n:
-                raise VectorEnvError(f"got {len(seeds)} seeds for {n} envs")
-        mask: Any = None
-        if options is None or isinstance(options, Mapping):
-            common = dict(options or {})
-            mask = common.pop("reset_mask", None)
-            per_env: list[dict[str, Any] | None] = [common or None] * n
-        else:
-            per_env = [None if o is None else dict(o) for o in options]
-            if len(per_env) != n:
-                raise VectorEnvError(f"got {len(per_env)} option dicts for {n} envs")
-        obs: list[Any] = []
-        infos: list[dict[str, Any]] = []
-        for i, env in enumerate(self.envs):
-            if mask is not None and not mask[i]:
-                continue
-            o, info = env.reset(seed=seeds[i], options=per_env[i])
-            self._needs_reset[i] = False
-            obs.append(o)
-            infos.append(info)
-        return obs, infos
+    def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
+        slots = self.slots
+        return [slots[i].reset(seed, opts) for i, seed, opts in items]
 
-    def step(self, actions: Sequence[Any] | Mapping[int, Any]) -> VecStep:
-        if isinstance(actions, Mapping):
-            items = list(actions.items())
-            for i, _ in items:
-                if not 0 <= i < self.num_envs:
-                    raise VectorEnvError(f"env index {i} out of range 0..{self.num_envs - 1}")
-        else:
-            if len(actions) != self.num_envs:
-                raise VectorEnvError(f"got {len(actions)} actions for {self.num_envs} envs")
-            items = list(enumerate(actions))
-        k = len(items)
-        obs: list[Any] = [None] * k
-        rewards = np.zeros(k, dtype=np.float64)
-        terminated = np.zeros(k, dtype=bool)
-        truncated = np.zeros(k, dtype=bool)
-        infos: list[dict[str, Any]] = [{}] * k
-        mode = self.autoreset_mode
-        for j, (i, action) in enumerate(items):
-            env = self.envs[i]
-            if mode is AutoresetMode.NEXT_STEP and self._needs_reset[i]:
-                obs[j], infos[j] = env.reset()
-                self._needs_reset[i] = False
-                continue
-            o, r, te, tr, info = env.step(action)
-            if te or tr:
-                if mode is AutoresetMode.SAME_STEP:
-                    final_obs, final_info = o, info
-                    o, info = env.reset()
-                    info = {**info, "final_obs": final_obs, "final_info": final_info}
-                elif mode is AutoresetMode.NEXT_STEP:
-                    self._needs_reset[i] = True
-            obs[j], rewards[j], terminated[j], truncated[j], infos[j] = o, r, te, tr, info
-        return obs, rewards, terminated, truncated, infos
+    def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
+        slots = self.slots
+        return [slots[i].step(a) for i, a in items]
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for env in self.envs:
-            env.close()
+    def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
+        return [s.call(name, args) for s in self.slots]
+
+    async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
+        slots = self.slots
+        return list(await asyncio.gather(*(slots[i].areset(s, o) for i, s, o in items)))
+
+    async def _astep_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
+        slots = self.slots
+        if len(items) == 1:
+            i, a = items[0]
+            return [await slots[i].astep(a)]
+        return list(await asyncio.gather(*(slots[i].astep(a) for i, a in items)))
+
+    def _close(self) -> None:
+        for s in self.slots:
+            s.env.close()

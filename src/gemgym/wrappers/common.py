@@ -42,7 +42,20 @@ class TimeLimit(Wrapper[ObsT, ActT, ObsT, ActT]):
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._count(*self.env.step(action))
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsT, dict[str, Any]]:
+        self.elapsed_steps = 0
+        return await self.env.areset(seed=seed, options=options)
+
+    async def astep(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+        return self._count(*(await self.env.astep(action)))
+
+    def _count(
+        self, obs: ObsT, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
         self.elapsed_steps += 1
         if self.elapsed_steps >= self.max_episode_steps and not terminated and not truncated:
             truncated = True
@@ -68,11 +81,29 @@ class OrderEnforcing(Wrapper[ObsT, ActT, ObsT, ActT]):
         return result
 
     def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+        self._check_order()
+        return self._track(self.env.step(action))
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsT, dict[str, Any]]:
+        result = await self.env.areset(seed=seed, options=options)
+        self._needs_reset = False
+        return result
+
+    async def astep(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+        self._check_order()
+        return self._track(await self.env.astep(action))
+
+    def _check_order(self) -> None:
         if self._needs_reset:
             raise ResetNeeded(
                 "call reset() before step(): the env has not been reset or its episode has ended"
             )
-        result = self.env.step(action)
+
+    def _track(
+        self, result: tuple[ObsT, float, bool, bool, dict[str, Any]]
+    ) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
         if result[2] or result[3]:
             self._needs_reset = True
         return result

@@ -1,0 +1,477 @@
+"""The ``process`` backend: worker processes, each hosting several envs, with crash isolation.
+
+Layout: env ``i`` lives in worker ``i * num_workers // num_envs`` (contiguous blocks). A vector step
+sends one message per worker holding the actions of all its envs, and the workers run in parallel.
+
+Crash isolation: a worker that dies (segfault, ``os._exit``, out-of-memory kill) or takes longer than
+``step_timeout`` seconds for one step is killed and restarted, and its envs are rebuilt. Each of them
+is then reported once as ``truncated=True``, reward 0, with ``info["worker_error"]`` saying what
+happened; the other workers' results come back as usual. After a loss:
+
+* ``SAME_STEP``: the env was reset at once; the observation is the first of the new episode, and
+  ``info["final_obs"]`` is ``None``.
+* ``NEXT_STEP``: the observation is ``None``; the next step resets the env (as after any episode end).
+* ``DISABLED``: the observation is ``None``; reset the env yourself.
+
+An env of the lost worker that was not in the current step is reported on its next step. An
+exception raised by an env is not a crash: it is re-raised in the parent, with the worker's
+traceback as a note, and the worker stays up.
+
+Workers never outlive the parent: they ask the kernel for SIGKILL when their parent dies
+(``PR_SET_PDEATHSIG`` on Linux) and also watch the parent's pid and their pipe. They are started
+with ``forkserver`` (safe with threads, and cheap: the server has imported gemgym already), or
+``spawn`` where forkserver does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from typing import Any
+
+from gemgym.errors import VectorEnvError
+from gemgym.vector.base import (
+    AutoresetMode,
+    EnvRecipe,
+    EnvSlot,
+    ResetItem,
+    StepTuple,
+    VectorEnv,
+    group_items,
+)
+
+__all__ = ["ProcessVectorEnv"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+# -- worker side --------------------------------------------------------------------------------
+def _die_with_parent(parent_pid: int) -> None:
+    """Exit when the parent dies, even when this worker is stuck in an env's code."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    def watch() -> None:  # portable fallback (and covers a forkserver parent)
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(parent_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pragma: no cover - pid reused by another user
+                os._exit(1)
+
+    threading.Thread(target=watch, name="gemgym-parent-watch", daemon=True).start()
+
+
+def _pack_error(e: BaseException) -> tuple[bytes | None, str, str]:
+    tb = traceback.format_exc()
+    blob: bytes | None
+    try:
+        blob = pickle.dumps(e)
+        pickle.loads(blob)
+    except Exception:
+        blob = None
+    return blob, f"{type(e).__name__}: {e}", tb
+
+
+def _worker_main(
+    conn: Connection,
+    recipes: list[EnvRecipe],
+    mode: AutoresetMode,
+    needs_reset: bool,
+    parent_pid: int,
+) -> None:
+    """The loop of one worker process."""
+    with contextlib.suppress(OSError):
+        os.setpgrp()  # its own process group: terminal Ctrl-C goes to the parent only
+    _die_with_parent(parent_pid)
+    try:
+        slots = [EnvSlot(r.build(), mode, needs_reset) for r in recipes]
+    except BaseException as e:
+        conn.send(("error", _pack_error(e)))
+        return
+    conn.send(("ok", os.getpid()))
+    while True:
+        try:
+            cmd, payload = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            break
+        try:
+            if cmd == "step":
+                out: Any = [slots[j].step(a) for j, a in payload]
+            elif cmd == "reset":
+                out = [slots[j].reset(s, o) for j, s, o in payload]
+            elif cmd == "call":
+                name, args = payload
+                out = [s.call(name, args) for s in slots]
+            elif cmd == "close":
+                for s in slots:
+                    with contextlib.suppress(Exception):
+                        s.env.close()
+                conn.send(("ok", None))
+                break
+            else:  # pragma: no cover - internal protocol
+                raise VectorEnvError(f"unknown command {cmd!r}")
+            conn.send(("ok", out))
+        except BaseException as e:
+            conn.send(("error", _pack_error(e)))
+
+
+# -- parent side --------------------------------------------------------------------------------
+class _WorkerLost(Exception):
+    """A worker died or timed out; the message says which."""
+
+
+class _Worker:
+    """The parent's record of one worker: process, pipe, lock, and reports owed to its envs."""
+
+    def __init__(self, index: int, env_indices: list[int]) -> None:
+        self.index = index
+        self.env_indices = env_indices
+        self.lock = threading.Lock()
+        self.process: Any = None
+        self.conn: Connection | None = None
+        self.pending: dict[int, StepTuple] = {}  # local index -> loss report owed
+
+
+class ProcessVectorEnv(VectorEnv):
+    """Envs in worker processes: true parallelism for CPU-bound envs, and crash isolation.
+
+    Args:
+        recipes: one :class:`~gemgym.vector.base.EnvRecipe` per env. Envs are built inside the
+            workers, so wrappers and factories must be picklable (module-level callables or
+            :func:`functools.partial` of them; not lambdas).
+        autoreset_mode: see :class:`~gemgym.vector.AutoresetMode`.
+        num_workers: worker processes (default: one per CPU core, at most one per env).
+        step_timeout: seconds one worker may take for one (batched) step before it is killed
+            and restarted; ``None`` waits forever (a dead worker is still detected).
+        start_method: ``"forkserver"`` (default on Linux) or ``"spawn"``; ``"fork"`` is refused
+            (unsafe once the parent has threads).
+        start_timeout: seconds to wait for a worker to build its envs.
+
+    Attributes:
+        restarts: how many times a worker was restarted.
+    """
+
+    backend = "process"
+
+    def __init__(
+        self,
+        recipes: Sequence[EnvRecipe],
+        *,
+        autoreset_mode: AutoresetMode | str | None = None,
+        num_workers: int | None = None,
+        step_timeout: float | None = None,
+        start_method: str | None = None,
+        start_timeout: float = 120.0,
+    ) -> None:
+        self._init_common(recipes, autoreset_mode)
+        n = self.num_envs
+        w = num_workers if num_workers is not None else (os.cpu_count() or 1)
+        if w < 1:
+            raise VectorEnvError(f"num_workers must be at least 1, got {w}")
+        w = min(w, n)
+        if step_timeout is not None and step_timeout <= 0:
+            raise VectorEnvError(f"step_timeout must be positive seconds, got {step_timeout}")
+        self.step_timeout = step_timeout
+        self.start_timeout = start_timeout
+        self.restarts = 0
+        method = start_method or (
+            "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        )
+        if method == "fork":
+            raise VectorEnvError("start_method='fork' is unsafe with threads; use forkserver/spawn")
+        self._ctx = mp.get_context(method)
+        if method == "forkserver":
+            self._ctx.set_forkserver_preload(["gemgym.vector.process"])
+        self._where: list[tuple[int, int]] = [(0, 0)] * n
+        self._workers: list[_Worker] = []
+        for k in range(w):
+            members = [i for i in range(n) if i * w // n == k]
+            for j, i in enumerate(members):
+                self._where[i] = (k, j)
+            self._workers.append(_Worker(k, members))
+        self._executor: ThreadPoolExecutor | None = None
+        try:
+            for wk in self._workers:
+                self._spawn(wk, needs_reset=False)
+            for wk in self._workers:
+                self._await_ready(wk)
+        except BaseException:
+            self._closed = True
+            self._kill_all()
+            raise
+
+    # -- worker lifecycle ------------------------------------------------------------------
+    def _spawn(self, wk: _Worker, needs_reset: bool) -> None:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        recipes = [self.recipes[i] for i in wk.env_indices]
+        proc = self._ctx.Process(  # type: ignore[attr-defined]
+            target=_worker_main,
+            args=(child_conn, recipes, self.autoreset_mode, needs_reset, os.getpid()),
+            name=f"gemgym-vec-worker-{wk.index}",
+            daemon=True,
+        )
+        proc.start()
+        child_conn.close()
+        wk.process, wk.conn = proc, parent_conn
+
+    def _await_ready(self, wk: _Worker) -> None:
+        try:
+            self._recv(wk, time.monotonic() + self.start_timeout, "starting")
+        except _WorkerLost as e:
+            raise VectorEnvError(
+                f"worker {wk.index} ({self._ids_of(wk)}) could not start: {e}"
+            ) from None
+
+    def _ids_of(self, wk: _Worker) -> str:
+        return ", ".join(sorted({self.env_ids[i] for i in wk.env_indices}))
+
+    def _kill(self, wk: _Worker) -> None:
+        proc = wk.process
+        if proc is not None and proc.is_alive():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the worker and whatever its envs started
+            except OSError:
+                proc.kill()
+        if proc is not None:
+            proc.join(5)
+        if wk.conn is not None:
+            wk.conn.close()
+        wk.process, wk.conn = None, None
+
+    def _kill_all(self) -> None:
+        for wk in self._workers:
+            self._kill(wk)
+
+    def _recover(self, wk: _Worker, reason: str) -> None:
+        """Replace a lost worker; owe every one of its envs a truncation report."""
+        self._kill(wk)
+        self.restarts += 1
+        mode = self.autoreset_mode
+        self._spawn(wk, needs_reset=mode is AutoresetMode.NEXT_STEP)
+        self._await_ready(wk)
+        msg = f"worker {wk.index} was restarted: {reason}; this env's episode was cut short"
+        if mode is AutoresetMode.SAME_STEP:
+            local = list(range(len(wk.env_indices)))
+            self._send(wk, ("reset", [(j, None, None) for j in local]))
+            fresh = self._recv(wk, self._deadline(), "resetting after a restart")
+            for j, (obs, info) in zip(local, fresh, strict=True):
+                full = {**info, "worker_error": msg, "final_obs": None}
+                full["final_info"] = {"worker_error": msg}
+                wk.pending[j] = (obs, 0.0, False, True, full)
+        else:
+            for j in range(len(wk.env_indices)):
+                wk.pending[j] = (None, 0.0, False, True, {"worker_error": msg})
+
+    # -- messaging --------------------------------------------------------------------------
+    def _deadline(self) -> float | None:
+        return None if self.step_timeout is None else time.monotonic() + self.step_timeout
+
+    def _send(self, wk: _Worker, msg: Any) -> None:
+        if wk.conn is None:
+            raise _WorkerLost("worker is not running")
+        try:
+            wk.conn.send(msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError) as e:
+            raise _WorkerLost(f"worker process died ({self._exit_status(wk)})") from e
+
+    def _exit_status(self, wk: _Worker) -> str:
+        proc = wk.process
+        if proc is None:
+            return "not running"
+        proc.join(1)
+        code = proc.exitcode
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def _recv(self, wk: _Worker, deadline: float | None, what: str) -> Any:
+        conn = wk.conn
+        if conn is None:
+            raise _WorkerLost("worker is not running")
+        try:
+            if deadline is not None and not conn.poll(max(0.0, deadline - time.monotonic())):
+                limit = self.step_timeout if what != "starting" else self.start_timeout
+                raise _WorkerLost(f"no reply within {limit} s while {what}")
+            status, payload = conn.recv()
+        except (EOFError, OSError) as e:
+            raise _WorkerLost(f"worker process died while {what} ({self._exit_status(wk)})") from e
+        if status == "error":
+            blob, text, tb = payload
+            exc: BaseException
+            try:
+                exc = pickle.loads(blob) if blob is not None else VectorEnvError(text)
+            except Exception:
+                exc = VectorEnvError(text)
+            exc.add_note(f"raised in worker {wk.index} ({self._ids_of(wk)}):\n{tb}")
+            raise exc
+        return payload
+
+    def _groups(self, items: Sequence[tuple[int, Any]]) -> dict[int, list[tuple[int, int, Any]]]:
+        return group_items(self._where, items)
+
+    # -- backend hooks -------------------------------------------------------------------------
+    def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
+        results: list[Any] = [None] * len(items)
+        groups = self._groups(items)
+        order = sorted(groups)
+        workers = self._workers
+        for k in order:
+            workers[k].lock.acquire()
+        try:
+            sent: list[tuple[int, list[tuple[int, int, Any]]]] = []
+            for k in order:
+                wk = workers[k]
+                todo = []
+                for pos, j, action in groups[k]:
+                    owed = wk.pending.pop(j, None)
+                    if owed is not None:
+                        results[pos] = owed
+                    else:
+                        todo.append((pos, j, action))
+                if not todo:
+                    continue
+                try:
+                    self._send(wk, ("step", [(j, a) for _, j, a in todo]))
+                    sent.append((k, todo))
+                except _WorkerLost as e:
+                    self._fill_lost(wk, todo, results, str(e))
+            deadline = self._deadline()
+            error: BaseException | None = None
+            for k, todo in sent:
+                wk = workers[k]
+                try:
+                    out = self._recv(wk, deadline, "stepping")
+                except _WorkerLost as e:
+                    self._fill_lost(wk, todo, results, str(e))
+                    continue
+                except Exception as e:  # an env raised: read the other replies, then raise
+                    error = error or e
+                    continue
+                for (pos, _, _), res in zip(todo, out, strict=True):
+                    results[pos] = res
+            if error is not None:
+                raise error
+        finally:
+            for k in order:
+                workers[k].lock.release()
+        return results
+
+    def _fill_lost(
+        self, wk: _Worker, todo: list[tuple[int, int, Any]], results: list[Any], reason: str
+    ) -> None:
+        self._recover(wk, reason)
+        for pos, j, _ in todo:
+            results[pos] = wk.pending.pop(j)
+
+    def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
+        results: list[Any] = [None] * len(items)
+        groups = self._groups([(i, (seed, opts)) for i, seed, opts in items])
+        order = sorted(groups)
+        for k in order:
+            self._workers[k].lock.acquire()
+        try:
+            for k in order:
+                self._send_reset(self._workers[k], groups[k])
+            error: BaseException | None = None
+            for k in order:
+                wk = self._workers[k]
+                try:
+                    out = self._recv(wk, self._deadline(), "resetting")
+                except _WorkerLost as e:  # restart it and try once more
+                    self._recover(wk, str(e))
+                    self._send_reset(wk, groups[k])
+                    try:
+                        out = self._recv(wk, self._deadline(), "resetting")
+                    except _WorkerLost as e2:
+                        raise VectorEnvError(
+                            f"worker {wk.index} ({self._ids_of(wk)}) was lost twice while "
+                            f"resetting: {e2}; check the env's reset()"
+                        ) from None
+                except Exception as e:  # an env raised: read the other replies, then raise
+                    error = error or e
+                    continue
+                for (pos, j, _), res in zip(groups[k], out, strict=True):
+                    wk.pending.pop(j, None)
+                    results[pos] = res
+            if error is not None:
+                raise error
+        finally:
+            for k in order:
+                self._workers[k].lock.release()
+        return results
+
+    def _send_reset(self, wk: _Worker, group: list[tuple[int, int, Any]]) -> None:
+        with contextlib.suppress(_WorkerLost):  # the receive reports it
+            self._send(wk, ("reset", [(j, s, o) for _, j, (s, o) in group]))
+
+    def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
+        out: list[Any] = []
+        for wk in self._workers:
+            with wk.lock:
+                try:
+                    self._send(wk, ("call", (name, args)))
+                    out.extend(self._recv(wk, self._deadline(), f"calling {name}"))
+                except _WorkerLost as e:
+                    self._recover(wk, str(e))
+                    raise VectorEnvError(f"worker {wk.index} was lost during call: {e}") from None
+        return out
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                min(max(self.num_envs, 4), 256), thread_name_prefix="gemgym-vec-async"
+            )
+        return self._executor
+
+    async def _astep_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
+        # the waiting happens in a thread; calls on envs of different workers run concurrently
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool(), self._step_items, items)
+
+    async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool(), self._reset_items, items)
+
+    def _close(self) -> None:
+        for wk in self._workers:
+            with wk.lock:
+                if wk.conn is not None:
+                    with contextlib.suppress(_WorkerLost, OSError, VectorEnvError):
+                        self._send(wk, ("close", None))
+        for wk in self._workers:
+            with wk.lock:
+                if wk.conn is not None:
+                    with contextlib.suppress(Exception):
+                        if wk.conn.poll(5):
+                            wk.conn.recv()
+                    if wk.process is not None:
+                        wk.process.join(5)
+                self._kill(wk)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The pids of the live worker processes."""
+        return [wk.process.pid for wk in self._workers if wk.process is not None]
