@@ -212,7 +212,7 @@ def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=CLEAN_ENV,
-            cwd=cwd,
+            cwd=cwd or "/",
             start_new_session=True,
             pass_fds=(status_w,) if status else (),
             user=user,

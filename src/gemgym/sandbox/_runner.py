@@ -371,6 +371,8 @@ def serve_one(spec: dict[str, Any]) -> dict[str, Any]:
     duration = time.monotonic() - start
     strays = _kill_strays()
     _empty_dir("/tmp")
+    if os.path.isdir("/dev/shm"):
+        _empty_dir("/dev/shm")
     if os.WIFSIGNALED(wstatus):
         exit_code = -os.WTERMSIG(wstatus)
     else:

@@ -3,7 +3,8 @@
 The sandbox sees a read-only view of the system directories and the Python installation only
 (``/usr``, ``/lib*``, the interpreter's prefix; not ``/etc``, ``/home``, ``/root`` or the working
 tree), a private size-capped writable ``/tmp``, fresh ``/proc`` and ``/dev``, and no network
-(its own empty network namespace). It runs in new user, PID, IPC, UTS, mount and cgroup
+(its own empty network namespace); ``/dev`` is read-only apart from a
+size-capped ``/dev/shm``. It runs in new user, PID, IPC, UTS, mount and cgroup
 namespaces with every capability dropped and a cleared environment; when the sandbox's first
 process exits, the kernel kills everything else in its PID namespace.
 
@@ -129,7 +130,8 @@ def bwrap_argv(python: str, limits: Limits, ro_paths: Sequence[str] = ()) -> lis
         bound.append(d)
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/tmp"]
-    args += ["--remount-ro", "/", "--chdir", "/tmp"]
+    args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/dev/shm"]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
     return args
 
 

@@ -57,6 +57,7 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=CLEAN_ENV,
+            cwd="/",
             start_new_session=True,
             user=user,
             group=user,
