@@ -1,0 +1,194 @@
+"""The process backend: crash isolation, per-step timeout, errors, and no orphan processes."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gemgym.vector import AutoresetMode, make_vector_env
+from gemgym.vector.process import ProcessVectorEnv
+from gemgym.vector.synthetic import FaultyEnv
+
+
+def faulty(n: int, mode: str = "same_step", **opts: object) -> ProcessVectorEnv:
+    venv = make_vector_env(
+        env_fns=[functools.partial(FaultyEnv, episode_length=50)] * n,
+        backend="process",
+        autoreset_mode=mode,
+        num_workers=2,
+        **opts,
+    )
+    assert isinstance(venv, ProcessVectorEnv)
+    return venv
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def descendants(pid: int) -> set[int]:
+    """Pids of the live processes below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found and alive(c):
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def wait_dead(pids: set[int], timeout: float = 10.0) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = {p for p in pids if alive(p)}
+        if not left:
+            return left
+        time.sleep(0.1)
+    return {p for p in pids if alive(p)}
+
+
+def test_a_dead_worker_is_restarted_and_its_envs_truncated() -> None:
+    with faulty(4) as venv:
+        venv.reset(seed=0)
+        old = venv.worker_pids
+        obs, rew, te, tr, infos = venv.step(["crash", "ok", "ok", "ok"])
+        # envs 0 and 1 shared the dead worker: both are cut short, the batch goes on
+        assert tr.tolist() == [True, True, False, False] and not te.any()
+        assert rew[:2].tolist() == [0.0, 0.0]
+        for k in (0, 1):
+            assert "died" in infos[k]["worker_error"] and "exit code 3" in infos[k]["worker_error"]
+            assert obs[k].startswith("start ")  # SAME_STEP: already a fresh episode
+            assert infos[k]["final_obs"] is None
+        assert obs[2].startswith("step 1") and "worker_error" not in infos[2]
+        assert venv.restarts == 1
+        assert venv.worker_pids[0] != old[0] and venv.worker_pids[1] == old[1]
+        assert not alive(old[0])
+        obs, _, _, tr, _ = venv.step(["ok"] * 4)
+        assert not tr.any() and obs[0].startswith("step 1")
+
+
+def test_envs_not_stepped_when_their_worker_died_are_told_on_their_next_step() -> None:
+    with faulty(4, mode=AutoresetMode.NEXT_STEP) as venv:
+        venv.reset(seed=0)
+        obs, _, _, tr, infos = venv.step({0: "crash", 2: "ok"})
+        assert tr.tolist() == [True, False] and obs[0] is None and "worker_error" in infos[0]
+        obs, _, _, tr, infos = venv.step({1: "ok"})  # env 1 lived in the lost worker
+        assert tr.tolist() == [True] and "worker_error" in infos[0]
+        # NEXT_STEP: the following step starts a new episode, then play goes on
+        obs, rew, _, tr, _ = venv.step(["ok"] * 4)
+        assert obs[0].startswith("start ") and obs[1].startswith("start ") and rew[0] == 0.0
+        assert obs[2].startswith("step 2")
+
+
+def test_a_hung_worker_is_killed_after_the_step_timeout() -> None:
+    with faulty(4, step_timeout=1.0) as venv:
+        venv.reset(seed=0)
+        t0 = time.perf_counter()
+        obs, _, _, tr, infos = venv.step(["ok", "ok", "hang", "ok"])
+        elapsed = time.perf_counter() - t0
+        assert tr.tolist() == [False, False, True, True]
+        assert "no reply within 1.0 s" in infos[2]["worker_error"]
+        assert 0.9 < elapsed < 10
+        obs, _, _, tr, _ = venv.step(["ok"] * 4)
+        assert not tr.any()
+
+
+def test_an_env_exception_is_raised_in_the_parent_and_the_worker_survives() -> None:
+    with faulty(4) as venv:
+        venv.reset(seed=0)
+        pids = venv.worker_pids
+        with pytest.raises(ValueError, match="asked to raise") as info:
+            venv.step(["ok", "ok", "ok", "raise"])
+        assert any("raised in worker 1" in note for note in info.value.__notes__)
+        assert venv.worker_pids == pids and venv.restarts == 0
+        obs, _, _, tr, _ = venv.step(["ok"] * 4)  # the protocol stayed in step
+        assert obs[0].startswith("step 2") and obs[3].startswith("step 1")
+
+
+def test_an_env_that_cannot_be_built_fails_construction_clearly() -> None:
+    with pytest.raises(TypeError, match="episode_lenght"):
+        make_vector_env(env_fns=[functools.partial(FaultyEnv, episode_lenght=3)], backend="process")
+
+
+def test_close_leaves_no_worker_processes() -> None:
+    before = descendants(os.getpid())
+    venv = faulty(4)
+    venv.reset(seed=0)
+    workers = set(venv.worker_pids)
+    assert len(workers) == 2 and workers <= descendants(os.getpid())
+    venv.close()
+    assert wait_dead(workers, timeout=2.0) == set()
+    assert descendants(os.getpid()) - before <= _forkserver(before)
+
+
+def _forkserver(before: set[int]) -> set[int]:
+    """multiprocessing's forkserver (one per parent, shared, kept by design) if any."""
+    out = set()
+    for pid in descendants(os.getpid()) - before:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"forkserver" in cmd:
+            out.add(pid)
+    return out
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_workers_die_with_their_parent(tmp_path: Path, start_method: str) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os, sys, time
+            import gemgym
+            if __name__ == "__main__":
+                venv = gemgym.make_vec(
+                    "game:GuessTheNumber-v0-hard", 4,
+                    backend="process",
+                    backend_options={{"num_workers": 2, "start_method": {start_method!r}}},
+                )
+                venv.reset(seed=0)
+                print(" ".join(map(str, venv.worker_pids)), flush=True)
+                time.sleep(600)
+            """
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        workers = {int(p) for p in proc.stdout.readline().split()}
+        assert len(workers) == 2 and all(alive(p) for p in workers)
+        below = descendants(proc.pid)
+        assert workers <= below
+        os.kill(proc.pid, signal.SIGKILL)  # no cleanup code runs in the parent
+        proc.wait(10)
+        assert wait_dead(below) == set(), "worker processes outlived their parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

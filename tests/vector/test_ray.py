@@ -1,0 +1,73 @@
+"""The ray backend, on a real local Ray cluster with 2 CPUs (started once for this module)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import gemgym
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # starting Ray takes 4-20 s on 2 busy cores
+
+IDS = ["game:GuessTheNumber-v0-hard", "bench:CpuBound-v0", "game:GuessTheNumber-v0-easy"] * 2
+KW: list[dict[str, Any]] = [{}, {"work_iters": 10}, {}] * 2
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    import gemgym.vector.synthetic  # noqa: F401  (registers bench:*)
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def trace(venv: gemgym.VectorEnv) -> list[Any]:
+    rng = random.Random(3)
+    out: list[Any] = [venv.reset(seed=21)]
+    for _ in range(25):
+        acts = [f"\\boxed{{{rng.randint(1, 50)}}}" for _ in IDS]
+        if rng.random() < 0.3:
+            res = venv.step({4: acts[4], 1: acts[1]})
+        else:
+            res = venv.step(acts)
+        out.append((res[0], res[1].tolist(), res[2].tolist(), res[3].tolist(), res[4]))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["same_step", "next_step"])
+def test_ray_matches_sync(cluster: None, mode: str) -> None:
+    with gemgym.make_vec(IDS, vec_kwargs=KW, autoreset_mode=mode) as ref:
+        expected = trace(ref)
+    with gemgym.make_vec(IDS, vec_kwargs=KW, backend="ray", autoreset_mode=mode) as venv:
+        assert venv.backend == "ray"
+        assert trace(venv) == expected
+
+
+def test_ray_async_and_close_kills_actors(cluster: None) -> None:
+    venv = gemgym.make_vec(
+        "bench:Sleep-v0", 4, backend="ray", sleep_s=0.0, backend_options={"num_actors": 2}
+    )
+
+    async def main() -> Any:
+        await venv.areset(seed=0)
+        together = await venv.astep(["a"] * 4)
+        alone = await asyncio.gather(*(venv.handle(i).astep("a") for i in range(4)))
+        return together, alone
+
+    together, alone = asyncio.run(main())
+    assert all(o.startswith("step 1") for o in together[0])
+    assert all(r[0].startswith("step 2") for r in alone)
+    actors = list(venv._actors)  # type: ignore[attr-defined]
+    assert len(actors) == 2 and all(ray.get([a.ready.remote() for a in actors]))
+    venv.close()
+    for actor in actors:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.ready.remote(), timeout=30)
