@@ -200,3 +200,38 @@ def test_sample_corpus_answers_through_the_tool() -> None:
     tool = SearchTool(retriever=BM25Retriever(load_corpus(sample_corpus_path())))
     result = tool.execute(tool.parse("<search>heap queue algorithm</search>"))  # type: ignore[arg-type]
     assert "Doc 1(Title: heapq)" in result.observation
+
+
+def test_qa_env_with_search_runs_end_to_end_offline() -> None:
+    """qa:* on the shipped QA items, the search tool on the shipped corpus behind the server."""
+    import re
+
+    import gemgym
+    from gemgym.retrieval import build_retriever, sample_qa_path
+    from gemgym.wrappers.tools import ToolEnvWrapper
+
+    with RetrievalServer(build_retriever()) as srv:
+        env = ToolEnvWrapper(
+            gemgym.make("qa:NaturalQuestions", dataset=str(sample_qa_path())),
+            [SearchTool(srv.url)],
+            tool_reward=0.1,
+        )
+        solved = 0
+        for i in range(40):
+            obs, _ = env.reset(seed=0, options={"index": i})
+            assert "<search> your query </search>" in obs
+            question = obs.split("\n")[0]
+            obs, reward, terminated, truncated, info = env.step(
+                f"<think>I should look it up.</think><search>{question}</search>"
+            )
+            assert info["use_tool"] and info["tool_type"] == "search"
+            assert reward == pytest.approx(0.1) and not terminated and not truncated
+            m = re.search(r"Doc 1\(Title: ([\w.]+)\)", obs)
+            assert m is not None, obs
+            module = m.group(1).split(".")[0]
+            _, reward, terminated, truncated, info = env.step(f"<answer>{module}</answer>")
+            assert terminated and not truncated
+            solved += reward == 1.0
+        env.close()
+    # a search-then-copy-the-first-title agent solves nearly every item
+    assert solved >= 36

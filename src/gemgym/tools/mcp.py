@@ -1,0 +1,696 @@
+"""``MCPTool``: call the tools of MCP servers (stdio or streamable HTTP) from the model's action.
+
+Built on the official ``mcp`` SDK 2.x (extra ``mcp``). One tool instance connects to one or more
+servers, lists their tools, puts their JSON schemas in its instructions, and turns the model's
+tool calls into ``tools/call`` requests.
+
+Servers come from a standard MCP config (the ``mcpServers`` object of Claude Desktop, Cursor,
+GEM and fastmcp configs)::
+
+    {"mcpServers": {
+        "calc":  {"command": "python", "args": ["-m", "gemgym.tools.mcp_servers.example"],
+                  "env": {"KEY": "value"}, "cwd": "/tmp"},
+        "web":   {"url": "http://127.0.0.1:8765/mcp", "headers": {"Authorization": "Bearer t"}}
+    }}
+
+``command`` entries are started as subprocesses speaking stdio; ``url`` entries use streamable
+HTTP. With one server the model calls tools by their own names; with several, by
+``<server>_<tool>`` (GEM's and fastmcp's convention), and a bare name is accepted when exactly
+one server has that tool.
+
+The model calls a tool in either format (the first ``<tool_call>`` of the action is used)::
+
+    <tool_call><tool_name>calculate</tool_name><arguments>{"expression": "2+2"}</arguments></tool_call>
+    <tool_call>{"name": "calculate", "arguments": {"expression": "2+2"}}</tool_call>
+
+The first is GEM's, the second the JSON function-call format of Qwen and Hermes chat templates
+(``"parameters"`` is accepted for ``"arguments"``, and arguments given as a JSON string are
+decoded). The observation is ``\\n<tool_response>\\n...\\n</tool_response>\\n`` as in GEM; a failed
+call (malformed call, unknown tool, the tool's own error, a timeout, a lost server) reads
+``[Tool execution error: ...]`` inside it and has ``ok=False``. Nothing the model writes raises.
+
+Connections stay open for the life of the tool (GEM reconnected on every call): a private event
+loop runs in a background thread and owns the MCP sessions, so :meth:`MCPTool.execute` works from
+plain code, from worker threads and from inside a running event loop, and
+:meth:`MCPTool.aexecute` awaits without blocking the caller's loop. Each call has a ``timeout``;
+a call that fails because the connection broke is retried up to ``retries`` times on a fresh
+connection (a timeout is not retried: the tool may have acted). ``close()`` stops the servers.
+
+Servers keep their own state across episodes (:meth:`~gemgym.tools.base.Tool.reset` does not
+restart them). A deep copy (``env.spawn()``) connects a new instance to the same servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import re
+import tempfile
+import threading
+import weakref
+from collections.abc import Awaitable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO, TypedDict, TypeVar, Unpack, cast
+
+from gemgym.errors import ClosedError, ConfigError, ToolError, missing_dependency
+from gemgym.tools.base import Tool, ToolCall, ToolResult
+
+__all__ = ["MCPServerConfig", "MCPTool", "MCPToolInfo", "parse_tool_call"]
+
+T = TypeVar("T")
+
+_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_GEM_RE = re.compile(
+    r"^\s*<tool_name>(.*?)</tool_name>\s*<arguments>(.*?)</arguments>\s*$", re.DOTALL
+)
+_SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport", "type"})
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MCPServerConfig:
+    """How to reach one MCP server: a ``command`` (stdio) or a ``url`` (streamable HTTP)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def transport(self) -> str:
+        """``"stdio"`` or ``"http"``."""
+        return "stdio" if self.command is not None else "http"
+
+    @classmethod
+    def from_dict(cls, name: str, entry: Mapping[str, Any]) -> MCPServerConfig:
+        """Read one ``mcpServers`` entry; raises :class:`~gemgym.errors.ConfigError`."""
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"MCP server {name!r}: expected an object, got {entry!r}")
+        unknown = sorted(set(entry) - _SERVER_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"MCP server {name!r}: unknown keys {unknown}; use command/args/env/cwd "
+                "(stdio) or url/headers (streamable HTTP)"
+            )
+        kind = entry.get("transport", entry.get("type"))
+        if kind is not None and kind not in ("stdio", "http", "streamable-http", "streamable_http"):
+            raise ConfigError(
+                f"MCP server {name!r}: transport {kind!r} is not supported; "
+                "use stdio (command) or streamable HTTP (url)"
+            )
+        command, url = entry.get("command"), entry.get("url")
+        if (command is None) == (url is None):
+            raise ConfigError(f"MCP server {name!r} needs exactly one of 'command' and 'url'")
+        args = entry.get("args", [])
+        if not isinstance(args, list | tuple) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"MCP server {name!r}: 'args' must be a list of strings")
+        for key in ("env", "headers"):
+            value = entry.get(key)
+            if value is not None and not (
+                isinstance(value, Mapping)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+            ):
+                raise ConfigError(f"MCP server {name!r}: {key!r} must map strings to strings")
+        if url is not None and not str(url).startswith(("http://", "https://")):
+            raise ConfigError(f"MCP server {name!r}: url must start with http:// or https://")
+        return cls(
+            name=name,
+            command=None if command is None else str(command),
+            args=tuple(args),
+            env=entry.get("env"),
+            cwd=None if entry.get("cwd") is None else str(entry["cwd"]),
+            url=None if url is None else str(url),
+            headers=dict(entry.get("headers") or {}),
+        )
+
+
+def _read_config(config: Mapping[str, Any]) -> list[MCPServerConfig]:
+    servers = config.get("mcpServers", config) if isinstance(config, Mapping) else None
+    if not isinstance(servers, Mapping) or not servers:
+        raise ConfigError(
+            'an MCP config is {"mcpServers": {name: {"command": ..., "args": [...]} or '
+            '{"url": ...}}} with at least one server'
+        )
+    return [MCPServerConfig.from_dict(str(name), entry) for name, entry in servers.items()]
+
+
+# -- parsing --------------------------------------------------------------------------------------
+
+
+def parse_tool_call(action: str) -> tuple[str | None, Any, str | None, str] | None:
+    """The first ``<tool_call>`` of ``action``: ``(name, arguments, error, raw)``, or ``None``.
+
+    ``error`` says why a call that is there cannot be used (bad JSON, no name); ``raw`` is the
+    action up to the end of the call.
+    """
+    m = _CALL_RE.search(action)
+    if m is None:
+        return None
+    body, raw = m.group(1), action[: m.end()]
+    gem = _GEM_RE.match(body)
+    if gem is not None:
+        name: Any = gem.group(1).strip()
+        arguments: Any = gem.group(2).strip() or "{}"
+    else:
+        try:
+            decoded = json.loads(body)
+        except json.JSONDecodeError as e:
+            return None, None, f"the tool call is not valid JSON ({e.msg})", raw
+        if not isinstance(decoded, dict) or "name" not in decoded:
+            return None, None, 'a JSON tool call needs "name" and "arguments"', raw
+        name = decoded["name"]
+        arguments = decoded.get("arguments", decoded.get("parameters", {}))
+    if not isinstance(name, str) or not name:
+        return None, None, "the tool name must be a non-empty string", raw
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as e:
+            return name, None, f"the arguments are not valid JSON ({e.msg})", raw
+    if not isinstance(arguments, dict):
+        return name, None, "the arguments must be a JSON object", raw
+    return name, arguments, None, raw
+
+
+# -- connections ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MCPToolInfo:
+    """A tool offered by a server: the name the model uses, and its server's description."""
+
+    name: str
+    server: str
+    tool: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def to_function(self) -> dict[str, Any]:
+        """The OpenAI function-calling form, as listed in the instructions."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema or {"type": "object", "properties": {}},
+            },
+        }
+
+
+class _Connection:
+    """One open MCP session, held by a task of the background loop."""
+
+    def __init__(self, config: MCPServerConfig) -> None:
+        self.config = config
+        self.client: Any = None
+        self.tools: list[Any] = []
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stderr: TextIO | None = None
+
+    def stderr_tail(self, limit: int = 1500) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read()[-limit:].strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
+        c = self.config
+        if c.command is not None:
+            params = StdioServerParameters(
+                command=c.command, args=list(c.args), env=dict(c.env) if c.env else None, cwd=c.cwd
+            )
+            if self._stderr is None:
+                # kept open for the connection's life (closed by close_stderr)
+                stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+                self._stderr = cast("TextIO", stderr)
+            return stdio_client(params, errlog=self._stderr)
+        assert c.url is not None  # from_dict sets one of command/url
+        if c.headers:
+            import httpx2
+
+            http = httpx2.AsyncClient(
+                headers=dict(c.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+            )
+            return _with_client(stack, http, streamable_http_client(c.url, http_client=http))
+        return streamable_http_client(c.url)
+
+    async def open(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._hold(ready, self._stop))
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), timeout)
+        except TimeoutError:
+            await self.aclose()
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
+        except BaseException:
+            await self.aclose()
+            raise
+        finally:
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # mark it retrieved: the error is raised here, not logged
+
+    async def _hold(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        from mcp import Client
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                transport = self._transport(stack)
+                client = await stack.enter_async_context(Client(transport))
+                tools: list[Any] = []
+                cursor = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                self.client, self.tools = client, tools
+                ready.set_result(None)
+                await stop.wait()
+        except Exception as e:
+            if not ready.done():
+                ready.set_exception(e)
+        except BaseException:
+            if not ready.done():
+                ready.set_exception(ConnectionError("the connection was cancelled"))
+            raise
+        finally:
+            self.client = None
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and self._task is not None and not self._task.done()
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            if self._stop is not None:
+                self._stop.set()
+            try:
+                await asyncio.wait_for(task, timeout)
+            except (TimeoutError, asyncio.CancelledError, Exception):
+                task.cancel()
+        self.client = None
+
+    def close_stderr(self) -> None:
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+def _with_client(stack: contextlib.AsyncExitStack, http: Any, transport: Any) -> Any:
+    """Close ``http`` with ``stack`` (the transport does not own a client it was given)."""
+    stack.push_async_callback(http.aclose)
+    return transport
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="gemgym-mcp", daemon=True)
+        self.thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise RuntimeError("MCPTool cannot be called from its own event loop thread")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self.submit(coro).result(timeout)
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+def _shutdown(loop: _LoopThread, connections: list[_Connection]) -> None:
+    async def close_all() -> None:
+        await asyncio.gather(*(c.aclose() for c in connections), return_exceptions=True)
+
+    if not loop.loop.is_closed() and loop.thread.is_alive():
+        with contextlib.suppress(Exception):
+            loop.run(close_all(), timeout=15)
+    loop.stop()
+    for c in connections:
+        c.close_stderr()
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    import anyio
+
+    if isinstance(
+        e,
+        ConnectionError
+        | EOFError
+        | anyio.ClosedResourceError
+        | anyio.BrokenResourceError
+        | anyio.EndOfStream,
+    ):
+        return True
+    from mcp import MCPError
+
+    return isinstance(e, MCPError) and "closed" in str(e.error.message).lower()
+
+
+def _result_text(result: Any) -> str:
+    parts: list[str] = []
+    for block in result.content or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
+        elif kind == "resource":
+            res = block.resource
+            parts.append(getattr(res, "text", None) or f"[resource {res.uri}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link {block.uri}]")
+        else:
+            parts.append(str(block))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts) if parts else "(no output)"
+
+
+# -- the tool -----------------------------------------------------------------------------------
+
+
+class _Options(TypedDict, total=False):
+    timeout: float
+    connect_timeout: float
+    retries: int
+    retry_delay: float
+
+
+def _response(text: str) -> str:
+    return f"\n<tool_response>\n{text}\n</tool_response>\n"
+
+
+class MCPTool(Tool):
+    """The tools of one or more MCP servers (see the module docstring).
+
+    Args:
+        config: an MCP config ``{"mcpServers": {name: entry}}``, or the ``mcpServers`` mapping
+            itself.
+        timeout: seconds allowed for one tool call.
+        connect_timeout: seconds allowed to start a server, connect and list its tools.
+        retries: extra attempts, on a fresh connection, for a call whose connection broke.
+        retry_delay: seconds between attempts.
+
+    Raises:
+        ToolError: a server cannot be started or reached, or two tools get the same name.
+        DependencyNotInstalled: the ``mcp`` package is missing.
+    """
+
+    name = "mcp"
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 30.0,
+        retries: int = 2,
+        retry_delay: float = 0.5,
+    ) -> None:
+        try:
+            import mcp  # noqa: F401
+        except ImportError as e:
+            raise missing_dependency("mcp", "mcp") from e
+        for key, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(f"{key} must be a positive number, got {value!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigError(f"retries must be a non-negative int, got {retries!r}")
+        if retry_delay < 0:
+            raise ConfigError(f"retry_delay must be non-negative, got {retry_delay!r}")
+        self.servers = _read_config(config)
+        self.timeout = float(timeout)
+        self.connect_timeout = float(connect_timeout)
+        self.retries = retries
+        self.retry_delay = float(retry_delay)
+        self._closed = False
+        self._loop = _LoopThread()
+        self._connections = {s.name: _Connection(s) for s in self.servers}
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._loop, list(self._connections.values())
+        )
+        try:
+            self._loop.run(self._connect_all())
+            self.tools = self._name_tools()
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # -- construction helpers ---------------------------------------------------------------
+    @classmethod
+    def from_config_file(cls, path: str | Path, **options: Unpack[_Options]) -> MCPTool:
+        """Read a JSON MCP config file (``{"mcpServers": {...}}``)."""
+        try:
+            config = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"cannot read MCP config {path}: {e}") from e
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"MCP config {path} is not valid JSON: {e}") from e
+        if not isinstance(config, dict):
+            raise ConfigError(f"MCP config {path} must hold a JSON object")
+        return cls(config, **options)
+
+    @classmethod
+    def from_command(
+        cls,
+        command: str,
+        args: list[str] | tuple[str, ...] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        name: str = "default",
+        **options: Unpack[_Options],
+    ) -> MCPTool:
+        """One server started as a subprocess speaking stdio."""
+        entry: dict[str, Any] = {"command": command, "args": list(args)}
+        if env is not None:
+            entry["env"] = dict(env)
+        if cwd is not None:
+            entry["cwd"] = cwd
+        return cls({"mcpServers": {name: entry}}, **options)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        name: str = "default",
+        **options: Unpack[_Options],
+    ) -> MCPTool:
+        """One server reached over streamable HTTP (e.g. ``http://127.0.0.1:8765/mcp``)."""
+        entry: dict[str, Any] = {"url": url}
+        if headers:
+            entry["headers"] = dict(headers)
+        return cls({"mcpServers": {name: entry}}, **options)
+
+    # -- connections ----------------------------------------------------------------------------
+    async def _connect(self, conn: _Connection) -> None:
+        try:
+            await conn.open(self.connect_timeout)
+        except Exception as e:
+            c = conn.config
+            where = f"command {c.command!r} {list(c.args)}" if c.command else f"url {c.url}"
+            tail = conn.stderr_tail()
+            raise ToolError(
+                f"cannot connect to MCP server {c.name!r} ({where}): {type(e).__name__}: {e}"
+                + (f"\nserver stderr:\n{tail}" if tail else "")
+                + "\nCheck that the server starts on its own with this command or URL."
+            ) from e
+
+    async def _connect_all(self) -> None:
+        results = await asyncio.gather(
+            *(self._connect(c) for c in self._connections.values()), return_exceptions=True
+        )
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+    def _name_tools(self) -> dict[str, MCPToolInfo]:
+        multi = len(self._connections) > 1
+        tools: dict[str, MCPToolInfo] = {}
+        for server, conn in self._connections.items():
+            for t in conn.tools:
+                name = f"{server}_{t.name}" if multi else t.name
+                if name in tools:
+                    raise ToolError(
+                        f"two MCP tools are both called {name!r}; rename a server in the config"
+                    )
+                tools[name] = MCPToolInfo(
+                    name, server, t.name, t.description or "", dict(t.input_schema or {})
+                )
+        return tools
+
+    def _resolve(self, name: str) -> MCPToolInfo | None:
+        if name in self.tools:
+            return self.tools[name]
+        bare = [t for t in self.tools.values() if t.tool == name]
+        return bare[0] if len(bare) == 1 else None
+
+    # -- Tool interface ---------------------------------------------------------------------
+    def instructions(self) -> str:
+        """How to call the tools, with each tool's JSON schema (OpenAI function format)."""
+        functions = "\n".join(
+            json.dumps(t.to_function(), ensure_ascii=False)
+            for t in sorted(self.tools.values(), key=lambda t: t.name)
+        )
+        return (
+            "# Tools\n\n"
+            "You can call the tools listed below, one call per message; the result comes back "
+            "inside <tool_response></tool_response> in the next message.\n\n"
+            "Call a tool like this, with arguments that follow the tool's JSON schema:\n"
+            "<tool_call>\n<tool_name>TOOL_NAME</tool_name>\n"
+            '<arguments>{"param1": "value1", "param2": 2}</arguments>\n</tool_call>\n\n'
+            "or, equivalently:\n"
+            '<tool_call>{"name": "TOOL_NAME", "arguments": {"param1": "value1"}}</tool_call>\n\n'
+            "Available tools, inside <tools></tools>:\n"
+            f"<tools>\n{functions}\n</tools>"
+        )
+
+    def parse(self, action: str) -> ToolCall | None:
+        """The first ``<tool_call>``: ``arguments`` is ``{"name", "arguments", "error"}``."""
+        parsed = parse_tool_call(action)
+        if parsed is None:
+            return None
+        name, arguments, error, raw = parsed
+        return ToolCall(self.name, {"name": name, "arguments": arguments, "error": error}, raw)
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Call the tool; failures are ``[Tool execution error: ...]`` observations."""
+        if self._closed:
+            raise ClosedError("this MCPTool is closed; create a new one")
+        early = self._check(call)
+        if early is not None:
+            return early
+        # the loop enforces the call timeout; the margin covers reconnection attempts
+        limit = (self.timeout + self.connect_timeout + self.retry_delay) * (self.retries + 1) + 5
+        return self._loop.run(self._acall(call), timeout=limit)
+
+    async def aexecute(self, call: ToolCall) -> ToolResult:
+        """Await the call without blocking the caller's event loop."""
+        if self._closed:
+            raise ClosedError("this MCPTool is closed; create a new one")
+        early = self._check(call)
+        if early is not None:
+            return early
+        future: Awaitable[ToolResult] = asyncio.wrap_future(self._loop.submit(self._acall(call)))
+        return await future
+
+    def _check(self, call: ToolCall) -> ToolResult | None:
+        spec = call.arguments if isinstance(call.arguments, dict) else {}
+        name, error = spec.get("name"), spec.get("error")
+        if error is None and (not isinstance(name, str) or self._resolve(name) is None):
+            error = f"no tool named {name!r}; available tools: {', '.join(sorted(self.tools))}"
+        if error is not None:
+            return ToolResult(
+                _response(f"[Tool execution error: {error}]"),
+                ok=False,
+                info={"tool_name": name, "error": error},
+            )
+        return None
+
+    async def _acall(self, call: ToolCall) -> ToolResult:
+        spec = call.arguments
+        info = self._resolve(spec["name"])
+        assert info is not None  # checked by _check
+        conn = self._connections[info.server]
+        base = {"tool_name": info.name, "server": info.server}
+        error = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                await asyncio.sleep(self.retry_delay)
+            try:
+                if not conn.alive:
+                    await conn.aclose()
+                    await self._connect(conn)
+                result = await asyncio.wait_for(
+                    conn.client.call_tool(info.tool, spec["arguments"]), self.timeout
+                )
+            except TimeoutError:
+                error = f"the call timed out after {self.timeout:g} s"
+                return ToolResult(
+                    _response(f"[Tool execution error: {error}]"),
+                    ok=False,
+                    info={**base, "error": error, "timeout": True, "attempts": attempt + 1},
+                )
+            except Exception as e:
+                error = f"{type(e).__name__}: {e}"
+                if isinstance(e, ToolError) or _is_connection_error(e):
+                    await conn.aclose()
+                    continue  # reconnect and retry
+                break
+            text = _result_text(result)
+            if result.is_error:
+                return ToolResult(
+                    _response(f"[Tool execution error: {text}]"),
+                    ok=False,
+                    info={**base, "error": text, "attempts": attempt + 1},
+                )
+            return ToolResult(
+                _response(text),
+                info={**base, "attempts": attempt + 1, "structured": result.structured_content},
+            )
+        return ToolResult(
+            _response(f"[Tool execution error: {error}]"),
+            ok=False,
+            info={**base, "error": error, "attempts": self.retries + 1},
+        )
+
+    def close(self) -> None:
+        """Stop the servers' sessions (stdio servers exit) and the background loop."""
+        self._closed = True
+        self._finalizer()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> MCPTool:
+        """A new tool connected to the same servers (sessions cannot be copied)."""
+        config = {
+            "mcpServers": {
+                s.name: (
+                    {"command": s.command, "args": list(s.args), "env": s.env, "cwd": s.cwd}
+                    if s.command is not None
+                    else {"url": s.url, "headers": dict(s.headers)}
+                )
+                for s in self.servers
+            }
+        }
+        return type(self)(
+            config,
+            timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
+            retries=self.retries,
+            retry_delay=self.retry_delay,
+        )
+
+    def __repr__(self) -> str:
+        return f"<MCPTool servers={[s.name for s in self.servers]} tools={sorted(self.tools)}>"
