@@ -7,11 +7,13 @@ import json
 import math
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gemgym.errors import ClosedError, ConfigError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["KillReason", "Limits", "RunRequest", "RunResult", "Sandbox"]
 
@@ -238,6 +240,8 @@ class Sandbox(abc.ABC):
         items = list(requests)
         if len(items) <= 1 or self.parallelism == 1:
             return [self.run(r) for r in items]
+        from concurrent.futures import ThreadPoolExecutor
+
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.parallelism, f"gemgym-{self.name}")
