@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header = (
         "| env | steps/s (make) | steps/s (plain loop) | wrapper overhead | reset median | "
-        "reset p95 | mean ep len | vs GEM steps/s | vs GEM reset |"
+        "reset p95 | mean ep len | steps/s ÷ GEM | reset speed-up vs GEM |"
     )
     clock = "wall clock" if args.wall else "process CPU time"
     print(f"{clock}, {seconds:.2f} s per measurement, {len(ids)} ids\n", file=sys.stderr)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         gem_steps = GEM_STEPS_PER_S.get(env_id)
         gem_reset = GEM_RESET_S.get(env_id)
         vs_steps = f"**{wrapped / gem_steps:.2f}×**" if gem_steps else "–"
-        vs_reset = f"{gem_reset / med:.1f}× faster" if gem_reset else "–"
+        vs_reset = f"{gem_reset / med:.2f}×" if gem_reset else "–"
         if gem_steps and wrapped < gem_steps:
             slow.append(f"{env_id}: {wrapped:.0f} < GEM {gem_steps:.0f} steps/s")
         print(
