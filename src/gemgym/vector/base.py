@@ -132,15 +132,19 @@ class EnvSlot:
             obs, info = self.env.reset()
             self.needs_reset = False
             return obs, 0.0, False, False, info
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if terminated or truncated:
-            if self.mode is AutoresetMode.SAME_STEP:
-                final_obs, final_info = obs, info
-                obs, info = self.env.reset()
-                info = {**info, "final_obs": final_obs, "final_info": final_info}
-            elif self.mode is AutoresetMode.NEXT_STEP:
-                self.needs_reset = True
-        return obs, float(reward), bool(terminated), bool(truncated), info
+        result = self.env.step(action)
+        return self.finish(result) if result[2] or result[3] else result
+
+    def finish(self, result: StepTuple) -> StepTuple:
+        """Apply the autoreset mode to the result of a step that ended the episode."""
+        obs, reward, terminated, truncated, info = result
+        if self.mode is AutoresetMode.SAME_STEP:
+            reset_obs, reset_info = self.env.reset()
+            reset_info = {**reset_info, "final_obs": obs, "final_info": info}
+            return reset_obs, reward, terminated, truncated, reset_info
+        if self.mode is AutoresetMode.NEXT_STEP:
+            self.needs_reset = True
+        return result
 
     async def areset(
         self, seed: int | None, options: dict[str, Any] | None
@@ -154,15 +158,15 @@ class EnvSlot:
             obs, info = await self.env.areset()
             self.needs_reset = False
             return obs, 0.0, False, False, info
-        obs, reward, terminated, truncated, info = await self.env.astep(action)
-        if terminated or truncated:
-            if self.mode is AutoresetMode.SAME_STEP:
-                final_obs, final_info = obs, info
-                obs, info = await self.env.areset()
-                info = {**info, "final_obs": final_obs, "final_info": final_info}
-            elif self.mode is AutoresetMode.NEXT_STEP:
-                self.needs_reset = True
-        return obs, float(reward), bool(terminated), bool(truncated), info
+        result = await self.env.astep(action)
+        if not (result[2] or result[3]):
+            return result
+        if self.mode is AutoresetMode.SAME_STEP:
+            obs, reward, terminated, truncated, info = result
+            reset_obs, reset_info = await self.env.areset()
+            reset_info = {**reset_info, "final_obs": obs, "final_info": info}
+            return reset_obs, reward, terminated, truncated, reset_info
+        return self.finish(result)
 
     def call(self, name: str, args: tuple[Any, ...]) -> Any:
         return getattr(self.env, name)(*args)
@@ -188,11 +192,16 @@ def group_items(
 
 def stack(results: Sequence[StepTuple]) -> VecStep:
     """Turn per-env results into the batched 5-tuple."""
-    k = len(results)
-    rewards = np.fromiter((r[1] for r in results), dtype=np.float64, count=k)
-    terminated = np.fromiter((r[2] for r in results), dtype=bool, count=k)
-    truncated = np.fromiter((r[3] for r in results), dtype=bool, count=k)
-    return [r[0] for r in results], rewards, terminated, truncated, [r[4] for r in results]
+    obs, rewards, terminated, truncated, infos = (
+        zip(*results, strict=True) if results else ([],) * 5
+    )
+    return (
+        list(obs),
+        np.array(rewards, dtype=np.float64),
+        np.array(terminated, dtype=bool),
+        np.array(truncated, dtype=bool),
+        list(infos),
+    )
 
 
 class VectorEnv:

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gemgym.vector.base import AutoresetMode, EnvRecipe, EnvSlot, ResetItem, StepTuple, VectorEnv
+from gemgym.vector.base import (
+    AutoresetMode,
+    EnvRecipe,
+    EnvSlot,
+    ResetItem,
+    StepTuple,
+    VecStep,
+    VectorEnv,
+    stack,
+)
 
 __all__ = ["SyncVectorEnv"]
 
@@ -38,6 +47,18 @@ class SyncVectorEnv(VectorEnv):
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         slots = self.slots
         return [slots[i].step(a) for i, a in items]
+
+    def step(self, actions: Sequence[Any] | Mapping[int, Any]) -> VecStep:
+        if type(actions) is not list or len(actions) != self.num_envs or self._closed:
+            return super().step(actions)  # partial steps, checks and errors
+        out = []
+        for slot, action in zip(self.slots, actions, strict=True):  # the hot loop
+            if slot.needs_reset:
+                out.append(slot.step(action))
+                continue
+            result = slot.env.step(action)
+            out.append(slot.finish(result) if result[2] or result[3] else result)
+        return stack(out)
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
         return [s.call(name, args) for s in self.slots]

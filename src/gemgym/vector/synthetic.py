@@ -5,7 +5,7 @@ unless you do):
 
 ============================  ======================================================================
 ``bench:CpuBound-v0``         every step does a fixed amount of pure-Python arithmetic
-                              (``work_iters=700`` loop iterations, about 200 µs on one core of the
+                              (``work_iters=1200`` loop iterations, about 200 µs on one core of the
                               reference machine; ``benchmarks/vector.py`` prints the measured cost)
 ``bench:Sleep-v0``            every step waits ``sleep_s=0.02`` s (``time.sleep`` in ``step``,
                               ``asyncio.sleep`` in ``astep``): an env bound by I/O
@@ -77,7 +77,7 @@ class _CountingEnv(Env[str, str]):
 class CpuBoundEnv(_CountingEnv):
     """Each step does ``work_iters`` iterations of pure-Python arithmetic (see the module doc)."""
 
-    def __init__(self, episode_length: int = 10, work_iters: int = 700) -> None:
+    def __init__(self, episode_length: int = 10, work_iters: int = 1200) -> None:
         super().__init__(episode_length)
         self.work_iters = work_iters
 
