@@ -39,13 +39,16 @@ threads, its pool mode kept one process per env); ``1e3`` ≡ ``1000`` (GEM judg
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gemgym.envs._dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
 from gemgym.errors import ConfigError
 from gemgym.registry import register
 
-__all__ = ["FORMAT_PENALTY", "MATH_DATASETS", "MathEnv"]
+if TYPE_CHECKING:
+    import random
+
+__all__ = ["FORMAT_PENALTY", "MATH_DATASETS", "MathEnv", "MathGradingMixin", "gold_answers"]
 
 FORMAT_PENALTY = -0.1
 """Reward of an answer with no ``\\boxed{}`` when ``format_penalty=True`` (GEM's value)."""
@@ -88,7 +91,42 @@ def gold_answers(item: Item) -> list[str]:
     return [str(gold)]
 
 
-class MathEnv(DatasetEnv[str]):
+class MathGradingMixin:
+    """Grading, random and expert actions shared by the math envs (text and visual)."""
+
+    format_penalty: bool
+    timeout: float
+    item: Item | None
+    rng: random.Random
+
+    def grade(self, action: str, item: Item) -> tuple[float, dict[str, Any]]:
+        """Reward and info for ``action`` (see the module docstring)."""
+        from gemgym.grading.math import grade_math
+
+        result = grade_math(action, gold_answers(item), timeout=self.timeout)
+        info: dict[str, Any] = {
+            "correct": result.correct,
+            "success": result.correct,
+            "extracted": result.extracted,
+            "grading": result.method,
+        }
+        if result.extracted is None:
+            info["format_error"] = True
+            return (FORMAT_PENALTY if self.format_penalty else 0.0), info
+        return (1.0 if result.correct else 0.0), info
+
+    def sample_random_action(self) -> str:
+        """A boxed random integer."""
+        return "\\boxed{" + str(self.rng.randint(0, 100)) + "}"
+
+    def expert_action(self) -> str:
+        """The boxed gold answer."""
+        if self.item is None:
+            return "\\boxed{}"
+        return "\\boxed{" + gold_answers(self.item)[0] + "}"
+
+
+class MathEnv(MathGradingMixin, DatasetEnv[str]):
     """A math problem per episode, graded on the last ``\\boxed{}`` (see the module docstring).
 
     Args:
@@ -123,29 +161,6 @@ class MathEnv(DatasetEnv[str]):
 
     def observe(self, item: Item) -> str:
         return str(item["question"])
-
-    def grade(self, action: str, item: Item) -> tuple[float, dict[str, Any]]:
-        from gemgym.grading.math import grade_math
-
-        result = grade_math(action, gold_answers(item), timeout=self.timeout)
-        info: dict[str, Any] = {
-            "correct": result.correct,
-            "success": result.correct,
-            "extracted": result.extracted,
-            "grading": result.method,
-        }
-        if result.extracted is None:
-            info["format_error"] = True
-            return (FORMAT_PENALTY if self.format_penalty else 0.0), info
-        return (1.0 if result.correct else 0.0), info
-
-    def sample_random_action(self) -> str:
-        return "\\boxed{" + str(self.rng.randint(0, 100)) + "}"
-
-    def expert_action(self) -> str:
-        if self.item is None:
-            return "\\boxed{}"
-        return "\\boxed{" + gold_answers(self.item)[0] + "}"
 
 
 for _id, _spec in MATH_DATASETS.items():
