@@ -120,6 +120,11 @@ def bwrap_argv(python: str, limits: Limits, ro_paths: Sequence[str] = ()) -> lis
             args += ["--ro-bind", d, d]
             bound.append(d)
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/tmp"]
+    args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/dev/shm"]
+    # Bound after the private /tmp, so an interpreter or venv that lives under /tmp (a CI
+    # checkout, say) stays visible on top of it.
     for d in [*_python_dirs(python), *ro_paths]:
         d = os.path.abspath(d)
         if any(d == b or d.startswith(b + "/") for b in bound):
@@ -128,9 +133,6 @@ def bwrap_argv(python: str, limits: Limits, ro_paths: Sequence[str] = ()) -> lis
             raise ConfigError(f"sandbox path {d!r} does not exist")
         args += ["--ro-bind", d, d]
         bound.append(d)
-    args += ["--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/tmp"]
-    args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/dev/shm"]
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
     return args
 
