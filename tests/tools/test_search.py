@@ -191,6 +191,21 @@ def test_concurrent_async_searches_share_one_server(server: RetrievalServer) -> 
         assert f"Doc 1(Title: {call.arguments})" in result.observation  # type: ignore[union-attr]
 
 
+def test_spawned_envs_share_the_in_process_index(retriever: BM25Retriever) -> None:
+    import gemgym
+    from gemgym.wrappers.tools import ToolEnvWrapper
+
+    env = ToolEnvWrapper(
+        gemgym.make("game:GuessTheNumber-v0-easy"), [SearchTool(retriever=retriever)]
+    )
+    env.reset(seed=0)
+    twin = env.spawn(same_state=True)
+    tool = twin.get_wrapper_attr("tools")[0]
+    assert isinstance(tool, SearchTool) and tool.retriever is retriever
+    obs, *_ = twin.step("<search>Rome</search>")
+    assert "Doc 1(Title: Rome)" in obs
+
+
 def test_instructions_follow_gem() -> None:
     text = SearchTool(retriever=BM25Retriever(DOCS)).instructions()
     assert "<search> your query </search>" in text and "<answer>" in text

@@ -75,6 +75,10 @@ class Retriever(abc.ABC):
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         """Search with ``1 <= k <= len(documents)``."""
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Retriever:
+        """The index itself: it is read-only once built, so copies (``env.spawn()``) share it."""
+        return self
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {len(self.documents)} documents>"
 
