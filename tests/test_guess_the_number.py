@@ -155,3 +155,12 @@ def test_arbitrary_text_never_raises(text: str) -> None:
     obs, r, te, tr, info = env.step(text)
     assert isinstance(obs, str) and not (te and tr)
     assert r in (-0.1, 0.0, 1.0) or 0.0 <= r <= 1.0
+
+
+def test_huge_numbers_are_out_of_range_not_crashes() -> None:
+    env = _env()
+    env.reset(seed=0)
+    obs, r, te, tr, _ = env.step("\\boxed{" + "9" * 5000 + "}")
+    assert "outside the range" in obs and (r, te, tr) == (0.0, False, False)
+    obs, *_ = env.step("\\boxed{-" + "9" * 5000 + "}")
+    assert "outside the range" in obs

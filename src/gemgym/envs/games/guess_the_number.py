@@ -33,7 +33,6 @@ from gemgym.envs.games._common import (
     SUCCESS_REWARD,
     GameConfig,
     GameEnv,
-    last_boxed,
 )
 from gemgym.registry import register
 
@@ -133,10 +132,12 @@ class GuessTheNumberEnv(GameEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
         turn = self.turn_count
-        raw = last_boxed(action, _GUESS_RE)
-        if raw is None:
+        found = _GUESS_RE.findall(action) if isinstance(action, str) else None
+        if not found:
             return self._format_error("you did not provide a valid guess")
-        guess = int(raw)
+        raw = found[-1]
+        # A huge number is out of range, and int() of 4,300+ digits would raise.
+        guess = int(raw) if len(raw) <= 18 else (10**18 if raw[0] != "-" else -(10**18))
         reward = INVALID_ACTION_REWARD
         in_range = self.min_number <= guess <= self.max_number
         if not in_range:
