@@ -402,6 +402,8 @@ def make_vec(
     backend: str = "sync",
     autoreset_mode: Any = None,
     backend_options: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    async_mode: bool = False,
     **kwargs: Any,
 ) -> VectorEnv:
     """Build a vector of envs (see :mod:`gemgym.vector`).
@@ -416,6 +418,9 @@ def make_vec(
         autoreset_mode: ``"next_step"``, ``"same_step"`` (default) or ``"disabled"``.
         backend_options: options of the backend, e.g. ``{"num_workers": 2, "step_timeout": 30}``
             for ``"process"``.
+        seed: GEM compatibility: seed env ``i`` with ``seed + i`` right away (the envs are reset
+            once); later unseeded resets continue each env's seeded stream.
+        async_mode: GEM compatibility: ``True`` selects the ``"thread"`` backend.
         **kwargs: keyword arguments for every env.
     """
     from gemgym.vector import make_vector_env
@@ -431,7 +436,9 @@ def make_vec(
     for env_id in set(ids):
         registry.spec(env_id)  # fail fast on unknown ids, with suggestions
     per_env = [{**kwargs, **(vec_kwargs[i] if vec_kwargs else {})} for i in range(len(ids))]
-    return make_vector_env(
+    if async_mode and backend == "sync":
+        backend = "thread"
+    venv = make_vector_env(
         ids,
         per_env,
         wrappers=wrappers,
@@ -439,6 +446,9 @@ def make_vec(
         autoreset_mode=autoreset_mode,
         **dict(backend_options or {}),
     )
+    if seed is not None:
+        venv.reset(seed=seed)
+    return venv
 
 
 def list_envs(pattern: str | None = None) -> list[str]:
