@@ -1,0 +1,194 @@
+"""Train a small byte-level GPT on GuessTheNumber: ReBN vs GRPO vs REINFORCE, gamma 0.9 vs 1.0.
+
+Every run starts from the same SFT warm start on random-agent traces (the format is learned, the
+strategy is not; it is trained once, evaluated, and shared by all runs), then trains on-policy for
+a fixed wall-clock budget of RL, and is evaluated on fresh episodes. Results go to ``--out`` (default ``docs/results``): one ``<config>-s<seed>.csv`` learning
+curve per run, ``summary.json``, ``summary.md`` and ``curves_<env>.png``. The random agent's
+success rate, measured in the same run, is the baseline the ratios are printed against.
+
+    .venv/bin/python benchmarks/train_guess.py                  # full comparison (hours on 2 cores)
+    .venv/bin/python benchmarks/train_guess.py --quick          # smoke run, ~2 minutes
+    .venv/bin/python benchmarks/train_guess.py --configs rebn-g0.9 --seeds 0 --budget 1200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    "rebn-g0.9": {"estimator": "rebn", "gamma": 0.9, "group_size": 1},
+    "rebn-g1.0": {"estimator": "rebn", "gamma": 1.0, "group_size": 1},
+    "grpo": {"estimator": "grpo", "gamma": 1.0, "group_size": 8},
+    "reinforce-g0.9": {"estimator": "reinforce", "gamma": 0.9, "group_size": 1},
+    "reinforce-g1.0": {"estimator": "reinforce", "gamma": 1.0, "group_size": 1},
+}
+
+
+def random_traces(env_id: str, path: Path, episodes: int) -> dict[str, float]:
+    """Random-agent traces for the SFT warm start; returns their summary (the baseline)."""
+    from gemgym.agents import make_agent
+    from gemgym.experience import rollout, summarize, write_jsonl
+
+    eps = list(rollout(env_id, make_agent("random"), episodes=episodes, seed=555_000_000))
+    write_jsonl(eps, path)
+    return summarize(eps)
+
+
+def run_one(job: dict[str, Any]) -> dict[str, Any]:
+    """One training run (in its own process); returns its final.json."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from gemgym.rl.trainer import TrainConfig, Trainer
+
+    cfg = TrainConfig(**job["config"])
+    t0 = time.strftime("%X")
+
+    def log(msg: str) -> None:
+        if job["verbose"]:
+            print(f"[{job['name']}] {msg}", flush=True)
+
+    final = Trainer(cfg, log=log).run(resume=True)
+    final["name"] = job["name"]
+    final["started"] = t0
+    return final
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", default="game:GuessTheNumber-v0-easy")
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--budget", type=float, default=1200.0, help="seconds of training per run")
+    ap.add_argument("--sft-steps", type=int, default=100)
+    ap.add_argument("--eval-episodes", type=int, default=1000)
+    ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (one process each)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    ap.add_argument("--n-layer", type=int, default=2)
+    ap.add_argument("--n-embd", type=int, default=64)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--out", default="docs/results")
+    ap.add_argument("--work", default="runs/train_guess", help="checkpoints (resumable)")
+    ap.add_argument("--quick", action="store_true", help="one short ReBN run (~2 minutes)")
+    ap.add_argument("--verbose", action="store_true", help="log every update")
+    args = ap.parse_args()
+    if args.quick:
+        args.configs, args.seeds = ["rebn-g0.9"], [0]
+        args.budget, args.sft_steps, args.eval_episodes = 30.0, 30, 128
+        args.out, args.work = "runs/train_guess_quick/results", "runs/train_guess_quick"
+    out, work = Path(args.out), Path(args.work)
+    out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    tag = args.env.split(":")[-1]
+
+    traces = work / f"random_{tag}.jsonl"
+    t = time.perf_counter()
+    baseline = random_traces(args.env, traces, 2000)
+    print(
+        f"random agent on {args.env}: success {baseline['success_rate']:.1%}, mean turns "
+        f"{baseline['mean_turns']:.2f} (2000 episodes, {time.perf_counter() - t:.1f} s)"
+    )
+    common = {
+        "env_id": args.env,
+        "final_eval_episodes": args.eval_episodes,
+        "threads": args.threads,
+        "n_layer": args.n_layer,
+        "n_embd": args.n_embd,
+        "device": args.device,
+    }
+    sft_dir = work / tag / "sft"
+    sft_job = {
+        "name": "sft",
+        "verbose": args.verbose,
+        "config": {
+            **common,
+            "out_dir": str(sft_dir),
+            "updates": 0,
+            "sft_path": str(traces),
+            "sft_steps": args.sft_steps,
+            "sft_lr": 2e-3,
+        },
+    }
+    sft = run_one(sft_job)
+    print(
+        f"SFT warm start ({args.sft_steps} steps, {sft['train_time_s']} s): success "
+        f"{sft['eval']['success_rate']:.1%}, mean turns {sft['eval']['mean_turns']:.2f} "
+        f"({sft['eval']['episodes']} episodes)"
+    )
+    jobs = []
+    for name in args.configs:
+        for seed in args.seeds:
+            run = f"{name}-s{seed}"
+            jobs.append(
+                {
+                    "name": run,
+                    "verbose": args.verbose,
+                    "config": {
+                        **CONFIGS[name],
+                        **common,
+                        "out_dir": str(work / tag / run),
+                        "seed": seed,
+                        "time_budget_s": args.budget,
+                        "init_checkpoint": str(sft_dir / "checkpoint.pt"),
+                    },
+                }
+            )
+    if args.jobs > 1:
+        with mp.get_context("spawn").Pool(args.jobs) as pool:
+            finals = pool.map(run_one, jobs, chunksize=1)
+    else:
+        finals = [run_one(j) for j in jobs]
+
+    from gemgym.rl.trainer import plot_curves
+
+    rows = []
+    for job, final in zip(jobs, finals, strict=True):
+        src = Path(job["config"]["out_dir"]) / "curves.csv"
+        shutil.copy(src, out / f"{tag}_{job['name']}.csv")
+        ev = final["eval"]
+        rows.append(
+            {
+                "run": job["name"],
+                "updates": final["updates"],
+                "train_time_s": final["train_time_s"],
+                "eval_episodes": ev["episodes"],
+                "success": ev["success_rate"],
+                "mean_turns": ev["mean_turns"],
+                "vs_random": ev["success_rate"] / max(baseline["success_rate"], 1e-9),
+            }
+        )
+    plot_curves({r["run"]: out / f"{tag}_{r['run']}.csv" for r in rows}, out / f"curves_{tag}.png")
+    summary = {
+        "env": args.env,
+        "budget_s": args.budget,
+        "random_agent": baseline,
+        "sft": {"steps": args.sft_steps, "time_s": sft["train_time_s"], "eval": sft["eval"]},
+        "runs": rows,
+    }
+    (out / f"summary_{tag}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    lines = [
+        "| run | updates | train s | eval episodes | success | mean turns | × random |",
+        "|---|---|---|---|---|---|---|",
+        f"| random agent | – | – | 2000 | {baseline['success_rate']:.1%} | "
+        f"{baseline['mean_turns']:.2f} | 1.00 |",
+        f"| SFT warm start | – | {sft['train_time_s']:.0f} | {sft['eval']['episodes']} | "
+        f"{sft['eval']['success_rate']:.1%} | {sft['eval']['mean_turns']:.2f} | "
+        f"{sft['eval']['success_rate'] / max(baseline['success_rate'], 1e-9):.2f} |",
+    ]
+    lines += [
+        f"| {r['run']} | {r['updates']} | {r['train_time_s']:.0f} | {r['eval_episodes']} | "
+        f"{r['success']:.1%} | {r['mean_turns']:.2f} | {r['vs_random']:.2f} |"
+        for r in rows
+    ]
+    (out / f"summary_{tag}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""``gemgym train ID``: SFT warm start (optional) then on-policy RL with a causal-LM policy.
+
+Example::
+
+    gemgym run game:GuessTheNumber-v0-easy --agent random --episodes 2000 --out random.jsonl
+    gemgym train game:GuessTheNumber-v0-easy --sft random.jsonl --estimator rebn --gamma 0.9 \\
+        --time-budget 1200 --out runs/rebn
+
+Needs the ``train`` extra (torch, transformers, matplotlib). Writes ``curves.csv``,
+``curves.png``, ``checkpoint.pt`` and ``final.json`` in ``--out``; ``--resume`` continues a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gemgym.errors import ConfigError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``gemgym train``."""
+    p.add_argument("env_id", help="e.g. game:GuessTheNumber-v0-easy")
+    p.add_argument("--out", default="runs/train", help="output folder (default runs/train)")
+    p.add_argument(
+        "--estimator",
+        default="rebn",
+        choices=["rebn", "reinforce", "grpo", "drgrpo", "rloo"],
+        help="advantage estimator (default rebn)",
+    )
+    p.add_argument("--gamma", type=float, default=0.9, help="discount (default 0.9)")
+    p.add_argument("--group-size", type=int, default=None, help="episodes per initial state")
+    p.add_argument("--episodes-per-update", type=int, default=64)
+    p.add_argument("--updates", type=int, default=None, help="stop after N updates")
+    p.add_argument("--time-budget", type=float, default=None, help="stop after S seconds")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--sft", dest="sft_path", help="JSONL traces (gemgym run --out) for SFT")
+    p.add_argument("--sft-steps", type=int, default=300)
+    p.add_argument("--model", default=None, help="Hugging Face model path (default: small GPT)")
+    p.add_argument("--n-layer", type=int, default=2)
+    p.add_argument("--n-embd", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate every N updates")
+    p.add_argument("--eval-episodes", type=int, default=1000, help="final evaluation episodes")
+    p.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda:0 ...")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--quiet", action="store_true", help="no per-update log")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train and print the final evaluation."""
+    try:
+        from gemgym.rl.trainer import TrainConfig, Trainer
+    except ImportError as e:
+        from gemgym.errors import missing_dependency
+
+        raise missing_dependency(e.name or "torch", "train") from e
+    from gemgym.registry import spec
+
+    spec(args.env_id)
+    if args.updates is None and args.time_budget is None:
+        raise ConfigError("give --updates N or --time-budget SECONDS")
+    group = args.group_size
+    if group is None:
+        group = 8 if args.estimator in ("grpo", "drgrpo", "rloo") else 1
+    cfg = TrainConfig(
+        env_id=args.env_id,
+        out_dir=args.out,
+        estimator=args.estimator,
+        gamma=args.gamma,
+        model=args.model,
+        n_layer=args.n_layer,
+        n_embd=args.n_embd,
+        seed=args.seed,
+        episodes_per_update=args.episodes_per_update,
+        group_size=group,
+        lr=args.lr,
+        updates=args.updates,
+        time_budget_s=args.time_budget,
+        sft_path=args.sft_path,
+        sft_steps=args.sft_steps,
+        eval_every=args.eval_every,
+        final_eval_episodes=args.eval_episodes,
+        device=args.device,
+        threads=args.threads,
+    )
+    trainer = Trainer(cfg, log=None if args.quiet else print)
+    final = trainer.run(resume=args.resume)
+    ev = final.get("eval", {})
+    print(
+        f"{final['updates']} updates in {final['train_time_s']} s; eval on "
+        f"{ev.get('episodes', 0)} episodes: success {ev.get('success_rate', 0):.1%}, "
+        f"mean turns {ev.get('mean_turns', 0):.2f}; results in {args.out}"
+    )
+    return 0

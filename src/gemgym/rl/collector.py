@@ -1,0 +1,192 @@
+"""Experience collection on top of the vector envs: a batched policy in, episodes out.
+
+:class:`Collector` steps a :class:`~gemgym.vector.VectorEnv` (any backend, autoreset disabled)
+with a batched policy ``policy(list_of_observations) -> list_of_actions`` and returns finished
+:class:`~gemgym.experience.Episode` records grouped in a :class:`Batch`.
+
+Group sampling (for GRPO, Dr. GRPO, RLOO): with ``group_size=n`` every initial state is played
+``n`` times; the members of a group are reset with the same seed, so they start from the same
+state, and share a group id. Consecutive :meth:`Collector.collect` calls use fresh seeds.
+
+A policy that needs the whole conversation (an LLM that sees the history) sets
+``history=True``: it then receives the episodes in progress (their ``initial_observation`` and
+``transitions`` so far) instead of the latest observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gemgym.errors import ConfigError
+from gemgym.experience import Episode, Transition, summarize
+from gemgym.rl.advantages import compute_advantages
+from gemgym.vector import VectorEnv
+
+__all__ = ["Batch", "BatchPolicy", "Collector"]
+
+BatchPolicy = Callable[[list[Any]], Sequence[Any]]
+"""``policy(observations) -> actions`` (or episodes in progress, with ``history=True``)."""
+
+
+@dataclass
+class Batch:
+    """Episodes of one collection, with their group ids (episodes of a group share a seed)."""
+
+    episodes: list[Episode]
+    group_ids: list[int] = field(default_factory=list)
+
+    @property
+    def rewards(self) -> list[list[float]]:
+        """Per-turn rewards of every episode."""
+        return [e.rewards for e in self.episodes]
+
+    def advantages(
+        self, estimator: str, *, gamma: float = 1.0, values: Any = None, lam: float = 0.95
+    ) -> list[np.ndarray]:
+        """Per-turn advantages of every episode (see :func:`gemgym.rl.compute_advantages`)."""
+        return compute_advantages(
+            estimator,
+            self.rewards,
+            gamma=gamma,
+            group_ids=self.group_ids,
+            values=values,
+            lam=lam,
+        )
+
+    def summary(self) -> dict[str, float]:
+        """Mean return, success rate and mean turns."""
+        return summarize(self.episodes)
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+
+class Collector:
+    """Collect episodes from a vector env with a batched policy.
+
+    Args:
+        env: a :class:`~gemgym.vector.VectorEnv` made with ``autoreset_mode="disabled"``, or an
+            env id (then ``num_envs`` sync envs are made and owned by the collector).
+        policy: ``policy(list) -> list of actions``, one per item.
+        num_envs: envs when ``env`` is an id.
+        group_size: episodes per initial state (1: every episode has its own seed).
+        seed: first seed; group ``g`` of the collector's life is reset with ``seed + g``.
+        history: pass the episodes in progress to the policy instead of the observations.
+        max_turns: cut episodes after this many turns (they are then not ``done``).
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv | str,
+        policy: BatchPolicy,
+        *,
+        num_envs: int = 8,
+        group_size: int = 1,
+        seed: int = 0,
+        history: bool = False,
+        max_turns: int | None = None,
+    ) -> None:
+        if group_size < 1:
+            raise ConfigError(f"group_size must be >= 1, got {group_size}")
+        if isinstance(env, str):
+            from gemgym.registry import make_vec
+
+            self.env = make_vec(env, num_envs, autoreset_mode="disabled")
+            self._owned = True
+        else:
+            if env.autoreset_mode.value != "disabled":
+                raise ConfigError(
+                    "the collector resets envs itself; make the vector env with "
+                    'autoreset_mode="disabled"'
+                )
+            self.env = env
+            self._owned = False
+        self.env_id = self.env.env_ids[0] if self.env.env_ids else ""
+        self.policy = policy
+        self.group_size = group_size
+        self.history = history
+        self.max_turns = max_turns
+        self._next_group = 0
+        self._seed = seed
+
+    def collect(self, num_episodes: int) -> Batch:
+        """Play ``num_episodes`` episodes (a multiple of ``group_size``) and return them."""
+        if num_episodes < 1 or num_episodes % self.group_size:
+            raise ConfigError(
+                f"num_episodes ({num_episodes}) must be a positive multiple of group_size "
+                f"({self.group_size})"
+            )
+        jobs: list[tuple[int, int]] = []  # (group id, seed)
+        for _ in range(num_episodes // self.group_size):
+            g = self._next_group
+            self._next_group += 1
+            jobs.extend([(g, self._seed + g)] * self.group_size)
+        n = self.env.num_envs
+        running: list[tuple[int, Episode] | None] = [None] * n
+        finished: list[tuple[int, int, Episode]] = []  # (job index, group, episode)
+        slot_job = [-1] * n
+        obs: list[Any] = [None] * n
+        next_job = 0
+
+        def start(slots: list[int]) -> None:
+            nonlocal next_job
+            seeds: list[int | None] = [None] * n
+            mask = [False] * n
+            for s in slots:
+                seeds[s] = jobs[next_job][1]
+                slot_job[s] = next_job
+                mask[s] = True
+                next_job += 1
+            new_obs, infos = self.env.reset(seed=seeds, options={"reset_mask": mask})
+            for s, o, info in zip(slots, new_obs, infos, strict=True):
+                g, sd = jobs[slot_job[s]]
+                running[s] = (g, Episode(self.env_id, slot_job[s], sd, o, reset_info=info))
+                obs[s] = o
+
+        start(list(range(min(n, len(jobs)))))
+        while any(r is not None for r in running):
+            active = [s for s in range(n) if running[s] is not None]
+            if self.history:
+                inputs = [running[s][1] for s in active]  # type: ignore[index]
+            else:
+                inputs = [obs[s] for s in active]
+            actions = list(self.policy(inputs))
+            if len(actions) != len(active):
+                raise ConfigError(
+                    f"policy returned {len(actions)} actions for {len(active)} inputs"
+                )
+            new_obs, rewards, terms, truncs, infos = self.env.step(
+                dict(zip(active, actions, strict=True))
+            )
+            done_slots: list[int] = []
+            for j, s in enumerate(active):
+                g, ep = running[s]  # type: ignore[misc]
+                te, tr = bool(terms[j]), bool(truncs[j])
+                ep.transitions.append(
+                    Transition(obs[s], actions[j], float(rewards[j]), te, tr, infos[j], new_obs[j])
+                )
+                obs[s] = new_obs[j]
+                if te or tr or (self.max_turns is not None and ep.length >= self.max_turns):
+                    finished.append((slot_job[s], g, ep))
+                    running[s] = None
+                    done_slots.append(s)
+            refill = done_slots[: max(0, len(jobs) - next_job)]
+            if refill:
+                start(refill)
+        finished.sort(key=lambda x: x[0])
+        return Batch([ep for _, _, ep in finished], [g for _, g, _ in finished])
+
+    def close(self) -> None:
+        """Close the vector env if the collector made it."""
+        if self._owned:
+            self.env.close()
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,34 @@
+"""The reference trainer (torch + transformers: ``pip install "gemgym[train]"``).
+
+* :class:`ByteTokenizer`, :class:`HFCodec`: tokenizers (the byte one needs no download).
+* :class:`LMPolicy`: a causal LM writing text actions token by token, a batched policy for
+  :class:`~gemgym.rl.Collector`.
+* :class:`Trainer`, :class:`TrainConfig`: SFT warm start, then on-policy RL with any estimator of
+  :mod:`gemgym.rl.advantages`; curves, checkpoints, resume. ``gemgym train`` runs it.
+"""
+
+from gemgym.rl.trainer.codec import ByteTokenizer, Codec, HFCodec
+from gemgym.rl.trainer.loop import (
+    CURVE_FIELDS,
+    TrainConfig,
+    Trainer,
+    config_from_dict,
+    plot_curves,
+    policy_gradient_loss,
+)
+from gemgym.rl.trainer.policy import LMPolicy, build_model, observation_text
+
+__all__ = [
+    "CURVE_FIELDS",
+    "ByteTokenizer",
+    "Codec",
+    "HFCodec",
+    "LMPolicy",
+    "TrainConfig",
+    "Trainer",
+    "build_model",
+    "config_from_dict",
+    "observation_text",
+    "plot_curves",
+    "policy_gradient_loss",
+]

@@ -1,0 +1,415 @@
+"""The reference trainer: optional SFT warm start, then on-policy RL with any estimator.
+
+One update collects ``episodes_per_update`` episodes with the current policy
+(:class:`~gemgym.rl.Collector`, ``group_size`` episodes per initial state), computes per-turn
+advantages (:func:`~gemgym.rl.compute_advantages`), broadcasts them to the tokens of each action
+(:func:`~gemgym.rl.token_weights`, observations masked) and takes one gradient step on
+
+.. math:: L = -\\frac{1}{N} \\sum_{\\text{action tokens } j} A_{t(j)} \\log \\pi(x_j \\mid x_{<j}).
+
+Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
+(model, optimiser, counters, random states: ``resume=True`` continues from it) and
+``final.json`` (the final evaluation on fresh seeds).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gemgym.errors import ConfigError
+from gemgym.experience import Episode, read_jsonl
+from gemgym.rl.advantages import ESTIMATORS
+from gemgym.rl.collector import Collector
+from gemgym.rl.tokens import TokenizedEpisode, pad_batch, token_weights
+from gemgym.rl.trainer.policy import LMPolicy, build_model
+
+__all__ = ["CURVE_FIELDS", "TrainConfig", "Trainer", "plot_curves", "policy_gradient_loss"]
+
+CURVE_FIELDS = (
+    "update",
+    "time_s",
+    "episodes",
+    "success",
+    "mean_turns",
+    "mean_return",
+    "loss",
+    "eval_success",
+    "eval_mean_turns",
+)
+
+EVAL_SEED_BASE = 1_000_000_000
+"""Evaluation episodes use seeds from here on; training seeds stay far below."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run depends on (saved in the checkpoint)."""
+
+    env_id: str = "game:GuessTheNumber-v0-easy"
+    out_dir: str = "runs/train"
+    estimator: str = "rebn"
+    gamma: float = 0.9
+    model: str | None = None
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    n_positions: int = 512
+    seed: int = 0
+    episodes_per_update: int = 64
+    group_size: int = 1
+    lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    updates: int | None = None
+    time_budget_s: float | None = None
+    sft_path: str | None = None
+    init_checkpoint: str | None = None
+    sft_steps: int = 300
+    sft_batch_size: int = 64
+    sft_lr: float = 1e-3
+    max_new_tokens: int = 16
+    obs_max_tokens: int = 128
+    temperature: float = 1.0
+    eval_every: int = 0
+    eval_episodes: int = 256
+    final_eval_episodes: int = 1000
+    checkpoint_every: int = 25
+    device: str = "auto"
+    threads: int | None = None
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` for inconsistent settings."""
+        if self.estimator not in ESTIMATORS or self.estimator == "gae":
+            raise ConfigError(
+                f"estimator must be one of {[e for e in ESTIMATORS if e != 'gae']} (the "
+                f"reference trainer has no critic), got {self.estimator!r}"
+            )
+        if self.estimator in ("grpo", "drgrpo", "rloo") and self.group_size < 2:
+            raise ConfigError(f"estimator {self.estimator!r} needs group_size >= 2")
+        if self.episodes_per_update % self.group_size:
+            raise ConfigError("episodes_per_update must be a multiple of group_size")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.init_checkpoint and self.sft_path:
+            raise ConfigError("give init_checkpoint (weights to start from) or sft_path, not both")
+        if self.updates is None and self.time_budget_s is None:
+            raise ConfigError("give a number of updates or a time budget (or both)")
+
+
+def policy_gradient_loss(
+    model: Any,
+    episodes: Sequence[TokenizedEpisode],
+    weights: Sequence[np.ndarray],
+    *,
+    pad_id: int,
+    device: Any,
+    max_length: int | None = None,
+) -> Any:
+    """``-sum_j w_j log pi(x_j | x_<j) / N`` over the action tokens of a batch (a torch scalar).
+
+    With all weights 1 on action tokens this is the SFT (negative log-likelihood) loss.
+    """
+    import torch
+
+    ids_np, att_np, w_np = pad_batch(episodes, weights, pad_id=pad_id, max_length=max_length)
+    n_action = sum(int(e.action_mask[: ids_np.shape[1]].sum()) for e in episodes)
+    ids = torch.from_numpy(ids_np).to(device)
+    w = torch.from_numpy(w_np).to(device=device, dtype=torch.float32)
+    # Right padding: under causal attention real tokens never see the pads that follow them,
+    # so the batch needs no padding mask (which keeps the fast fused attention path).
+    del att_np
+    logits = model(input_ids=ids).logits[:, :-1, :]
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    tok_logp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+    return -(w[:, 1:] * tok_logp).sum() / max(1, n_action)
+
+
+class Trainer:
+    """Runs :class:`TrainConfig`; see the module docstring."""
+
+    def __init__(self, config: TrainConfig, *, log: Callable[[str], None] | None = None) -> None:
+        import torch
+
+        config.validate()
+        self.config = config
+        self.log = log or (lambda _msg: None)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        if config.device == "auto":
+            self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        else:
+            self.device = torch.device(config.device)
+        torch.manual_seed(config.seed)
+        self.model, self.codec = build_model(
+            config.model,
+            n_layer=config.n_layer,
+            n_embd=config.n_embd,
+            n_head=config.n_head,
+            n_positions=config.n_positions,
+        )
+        self.model.to(self.device)
+        self.max_length = getattr(self.model.config, "n_positions", None) or getattr(
+            self.model.config, "max_position_embeddings", None
+        )
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.0)
+        self.policy = LMPolicy(
+            self.model,
+            self.codec,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            obs_max_tokens=config.obs_max_tokens,
+            seed=config.seed,
+            device=self.device,
+        )
+        self.out_dir = Path(config.out_dir)
+        self.update = 0
+        self.elapsed = 0.0
+        self.sft_done = False
+        self.rows: list[dict[str, Any]] = []
+        self.collector = Collector(
+            config.env_id,
+            self.policy,
+            num_envs=config.episodes_per_update,
+            group_size=config.group_size,
+            seed=config.seed * 10_000_000,
+            history=True,
+        )
+
+    @property
+    def num_parameters(self) -> int:
+        """Parameters of the policy model."""
+        return int(sum(p.numel() for p in self.model.parameters()))
+
+    # -- steps -----------------------------------------------------------------------------
+    def _step(self, tokens: Sequence[TokenizedEpisode], weights: Sequence[np.ndarray]) -> float:
+        import torch
+
+        self.model.train()
+        loss = policy_gradient_loss(
+            self.model,
+            tokens,
+            weights,
+            pad_id=self.codec.pad_id,
+            device=self.device,
+            max_length=self.max_length,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        return float(loss.item())
+
+    def sft(self, episodes: Sequence[Episode], steps: int) -> float:
+        """Supervised warm start: maximise the likelihood of the recorded actions."""
+        if not episodes:
+            raise ConfigError("no episodes to fine-tune on")
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.sft_lr
+        tokens = [self.policy.tokenize(e) for e in episodes]
+        rng = np.random.default_rng(self.config.seed)
+        loss = math.nan
+        bs = min(self.config.sft_batch_size, len(tokens))
+        for _ in range(steps):
+            idx = rng.choice(len(tokens), size=bs, replace=False)
+            batch = [tokens[i] for i in idx]
+            loss = self._step(batch, [t.action_mask.astype(np.float64) for t in batch])
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.lr
+        return loss
+
+    def rl_update(self) -> dict[str, Any]:
+        """Collect one batch and take one policy-gradient step; returns the curve row."""
+        cfg = self.config
+        batch = self.collector.collect(cfg.episodes_per_update)
+        adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
+        tokens = [self.policy.tokenize(e) for e in batch.episodes]
+        weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
+        loss = self._step(tokens, weights)
+        s = batch.summary()
+        self.update += 1
+        return {
+            "update": self.update,
+            "episodes": self.update * cfg.episodes_per_update,
+            "success": s["success_rate"],
+            "mean_turns": s["mean_turns"],
+            "mean_return": s["mean_return"],
+            "loss": loss,
+        }
+
+    def evaluate(self, episodes: int, *, seed: int = EVAL_SEED_BASE) -> dict[str, float]:
+        """Play ``episodes`` fresh episodes (seeds never used in training) with the policy."""
+        batch_size = min(episodes, max(64, self.config.episodes_per_update))
+        out: list[Episode] = []
+        with Collector(
+            self.config.env_id, self.policy, num_envs=batch_size, seed=seed, history=True
+        ) as col:
+            while len(out) < episodes:
+                out.extend(col.collect(min(batch_size, episodes - len(out))).episodes)
+        from gemgym.experience import summarize
+
+        return summarize(out)
+
+    # -- the run ---------------------------------------------------------------------------
+    def run(self, *, resume: bool = False) -> dict[str, Any]:
+        """SFT (once), RL until the update count or the time budget, final evaluation."""
+        cfg = self.config
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if resume and (self.out_dir / "checkpoint.pt").exists():
+            self.load(self.out_dir / "checkpoint.pt")
+            self.log(f"resumed at update {self.update} ({self.elapsed:.0f} s)")
+        start = time.perf_counter() - self.elapsed
+        if cfg.init_checkpoint and self.update == 0 and not self.sft_done:
+            self.load_weights(cfg.init_checkpoint)
+            self.sft_done = True
+            self.log(f"weights from {cfg.init_checkpoint}")
+        if cfg.sft_path and not self.sft_done:
+            eps = list(read_jsonl(cfg.sft_path))
+            loss = self.sft(eps, cfg.sft_steps)
+            self.sft_done = True
+            self.elapsed = time.perf_counter() - start
+            self.log(f"SFT on {len(eps)} episodes, {cfg.sft_steps} steps: loss {loss:.3f}")
+        while True:
+            self.elapsed = time.perf_counter() - start
+            if cfg.updates is not None and self.update >= cfg.updates:
+                break
+            if cfg.time_budget_s is not None and self.elapsed >= cfg.time_budget_s:
+                break
+            row = self.rl_update()
+            if cfg.eval_every and self.update % cfg.eval_every == 0:
+                ev = self.evaluate(cfg.eval_episodes, seed=EVAL_SEED_BASE + 10_000_000)
+                row["eval_success"] = ev["success_rate"]
+                row["eval_mean_turns"] = ev["mean_turns"]
+            row["time_s"] = round(time.perf_counter() - start, 2)
+            self.rows.append(row)
+            self.log(
+                f"update {row['update']:4d}  {row['time_s']:7.1f}s  success {row['success']:.2f}"
+                f"  turns {row['mean_turns']:.2f}  loss {row['loss']:+.4f}"
+            )
+            if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
+                self.elapsed = time.perf_counter() - start
+                self.save(self.out_dir / "checkpoint.pt")
+        self.elapsed = time.perf_counter() - start
+        self.save(self.out_dir / "checkpoint.pt")
+        self.write_curves()
+        final: dict[str, Any] = {
+            "config": asdict(cfg),
+            "parameters": self.num_parameters,
+            "updates": self.update,
+            "train_time_s": round(self.elapsed, 1),
+        }
+        if cfg.final_eval_episodes:
+            final["eval"] = self.evaluate(cfg.final_eval_episodes)
+            self.log(f"final eval: {final['eval']}")
+        (self.out_dir / "final.json").write_text(json.dumps(final, indent=2) + "\n")
+        return final
+
+    # -- persistence -----------------------------------------------------------------------
+    def write_curves(self) -> None:
+        """Write ``curves.csv`` and ``curves.png`` in ``out_dir``."""
+        path = self.out_dir / "curves.csv"
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=CURVE_FIELDS, extrasaction="ignore")
+            w.writeheader()
+            for row in self.rows:
+                w.writerow({k: row.get(k, "") for k in CURVE_FIELDS})
+        plot_curves({self.config.estimator: path}, self.out_dir / "curves.png")
+
+    def save(self, path: Path) -> None:
+        """Save model, optimiser, counters, curves and random states."""
+        import torch
+
+        torch.save(
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "config": asdict(self.config),
+                "update": self.update,
+                "elapsed": self.elapsed,
+                "sft_done": self.sft_done,
+                "rows": self.rows,
+                "collector_group": self.collector._next_group,
+                "torch_rng": torch.get_rng_state(),
+                "sample_rng": self.policy.generator.get_state(),
+            },
+            path,
+        )
+
+    def load_weights(self, path: Path | str) -> None:
+        """Load only the model weights of a checkpoint (e.g. a shared SFT warm start)."""
+        import torch
+
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        self.model.load_state_dict(state["model"])
+
+    def load(self, path: Path) -> None:
+        """Restore a checkpoint written by :meth:`save` (same model settings)."""
+        import torch
+
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        saved = state["config"]
+        for key in ("env_id", "model", "n_layer", "n_embd", "n_head", "n_positions"):
+            if saved.get(key) != getattr(self.config, key):
+                raise ConfigError(
+                    f"checkpoint {path} was made with {key}={saved.get(key)!r}, not "
+                    f"{getattr(self.config, key)!r}; use another out_dir or the same settings"
+                )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.update = int(state["update"])
+        self.elapsed = float(state["elapsed"])
+        self.sft_done = bool(state["sft_done"])
+        self.rows = list(state["rows"])
+        self.collector._next_group = int(state["collector_group"])
+        torch.set_rng_state(state["torch_rng"])
+        self.policy.generator.set_state(state["sample_rng"].to(self.policy.generator.device))
+
+
+def config_from_dict(d: dict[str, Any]) -> TrainConfig:
+    """A :class:`TrainConfig` from a dict (unknown keys are an error)."""
+    names = {f.name for f in fields(TrainConfig)}
+    unknown = set(d) - names
+    if unknown:
+        raise ConfigError(f"unknown training settings {sorted(unknown)}; valid: {sorted(names)}")
+    return TrainConfig(**d)
+
+
+def plot_curves(
+    runs: dict[str, Path | str], out_png: Path | str, *, x: str = "time_s", window: int = 10
+) -> None:
+    """Plot success rate and mean turns of one or more ``curves.csv`` files (moving average)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for label, path in runs.items():
+        with open(path, encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        if not rows:
+            continue
+        xs = np.array([float(r[x]) for r in rows])
+        if x == "time_s":
+            xs = xs / 60.0
+        for ax, key in zip(axes, ("success", "mean_turns"), strict=True):
+            ys = np.array([float(r[key]) for r in rows])
+            k = max(1, min(window, len(ys)))
+            smooth = np.convolve(ys, np.ones(k) / k, mode="valid")
+            ax.plot(xs[k - 1 :], smooth, label=label)
+    for ax, title in zip(axes, ("success rate (training batches)", "mean turns"), strict=True):
+        ax.set_title(title)
+        ax.set_xlabel("minutes" if x == "time_s" else x)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,179 @@
+"""The reference trainer on a toy model: tokens, gradient direction, SFT, run/resume, CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from gemgym.agents import make_agent  # noqa: E402
+from gemgym.experience import Episode, rollout, write_jsonl  # noqa: E402
+from gemgym.rl import token_weights  # noqa: E402
+from gemgym.rl.trainer import (  # noqa: E402
+    ByteTokenizer,
+    LMPolicy,
+    TrainConfig,
+    Trainer,
+    build_model,
+    policy_gradient_loss,
+)
+
+ENV = "game:GuessTheNumber-v0-easy"
+TINY = {"n_layer": 1, "n_embd": 16, "n_head": 2, "n_positions": 512}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _episodes(agent: str, n: int) -> list[Episode]:
+    return list(rollout(ENV, make_agent(agent), episodes=n, seed=3))
+
+
+def test_byte_tokenizer_round_trip() -> None:
+    tok = ByteTokenizer()
+    ids = tok.encode("I guess \\boxed{7} — ok")
+    assert all(0 <= i < 256 for i in ids)
+    assert tok.decode([tok.BOS, *ids, tok.EOS]) == "I guess \\boxed{7} — ok"
+    assert tok.vocab_size > max(tok.PAD, tok.BOS, tok.EOS, tok.OBS, tok.ACT)
+
+
+def test_policy_context_is_a_prefix_of_the_training_tokens() -> None:
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    policy = LMPolicy(model, codec, obs_max_tokens=40)
+    ep = _episodes("oracle", 1)[0]
+    assert ep.length >= 2
+    full = policy.tokenize(ep)
+    for t in range(ep.length):
+        partial = Episode(ep.env_id, 0, ep.seed, ep.initial_observation, ep.transitions[:t])
+        ctx = policy.context(partial)
+        assert full.input_ids[: len(ctx)].tolist() == ctx
+        # the next tokens are action t, then EOS
+        action = [*codec.encode(ep.transitions[t].action), codec.eos_id]
+        assert full.input_ids[len(ctx) : len(ctx) + len(action)].tolist() == action
+        assert set(full.turn_index[len(ctx) : len(ctx) + len(action)].tolist()) == {t}
+    # observations are cut to obs_max_tokens and never trained on
+    assert (full.turn_index == -1).sum() <= ep.length * (40 + 2) + 1
+    # generation returns text, one action per episode
+    actions = policy([ep, ep])
+    assert len(actions) == 2 and all(isinstance(a, str) for a in actions)
+
+
+def test_policy_gradient_step_moves_log_prob_with_the_advantage_sign() -> None:
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    policy = LMPolicy(model, codec)
+    ep = _episodes("oracle", 1)[0]
+    tokens = [policy.tokenize(ep)]
+
+    def action_logp() -> float:
+        with torch.no_grad():
+            ones = [t.action_mask.astype(np.float64) for t in tokens]
+            return -float(
+                policy_gradient_loss(model, tokens, ones, pad_id=codec.pad_id, device="cpu")
+            )
+
+    for sign in (+1.0, -1.0):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        before = action_logp()
+        w = [token_weights(tokens[0], [sign] * ep.length)]
+        loss = policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        after = action_logp()
+        assert (after - before) * sign > 0, (sign, before, after)
+
+
+def test_observation_tokens_get_no_gradient_signal() -> None:
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    policy = LMPolicy(model, codec)
+    tok = policy.tokenize(_episodes("oracle", 1)[0])
+    zero = [token_weights(tok, [0.0] * tok.num_turns)]
+    loss = policy_gradient_loss(model, [tok], zero, pad_id=codec.pad_id, device="cpu")
+    loss.backward()
+    assert float(loss.detach()) == 0.0
+    assert all(p.grad is None or float(p.grad.abs().sum()) == 0.0 for p in model.parameters())
+
+
+def test_sft_lowers_the_loss_on_traces(tmp_path: Path) -> None:
+    cfg = TrainConfig(out_dir=str(tmp_path), updates=1, sft_batch_size=8, sft_lr=3e-3, **TINY)
+    trainer = Trainer(cfg)
+    eps = _episodes("random", 16)
+    tokens = [trainer.policy.tokenize(e) for e in eps]
+    ones = [t.action_mask.astype(np.float64) for t in tokens]
+
+    def loss() -> float:
+        with torch.no_grad():
+            return float(
+                policy_gradient_loss(trainer.model, tokens, ones, pad_id=256, device="cpu")
+            )
+
+    before = loss()
+    trainer.sft(eps, steps=15)
+    assert loss() < before - 0.5
+
+
+def test_run_writes_curves_checkpoint_and_resumes(tmp_path: Path) -> None:
+    traces = tmp_path / "random.jsonl"
+    write_jsonl(_episodes("random", 16), traces)
+    base = dict(
+        out_dir=str(tmp_path / "run"),
+        estimator="grpo",
+        group_size=2,
+        episodes_per_update=4,
+        sft_path=str(traces),
+        sft_steps=3,
+        sft_batch_size=4,
+        final_eval_episodes=4,
+        checkpoint_every=1,
+        max_new_tokens=8,
+        **TINY,
+    )
+    final = Trainer(TrainConfig(updates=2, **base)).run()  # type: ignore[arg-type]
+    run = tmp_path / "run"
+    assert final["updates"] == 2 and final["eval"]["episodes"] == 4
+    assert {"curves.csv", "curves.png", "checkpoint.pt", "final.json"} <= {
+        p.name for p in run.iterdir()
+    }
+    assert json.loads((run / "final.json").read_text())["updates"] == 2
+    resumed = Trainer(TrainConfig(updates=3, **base))  # type: ignore[arg-type]
+    final = resumed.run(resume=True)
+    assert final["updates"] == 3
+    with open(run / "curves.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["update"]) for r in rows] == [1, 2, 3]
+    assert all(0.0 <= float(r["success"]) <= 1.0 for r in rows)
+    assert resumed.collector._next_group == 3 * 2  # seeds continue, never reused
+
+
+def test_config_errors() -> None:
+    from gemgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="group_size"):
+        TrainConfig(estimator="grpo", updates=1).validate()
+    with pytest.raises(ConfigError, match="critic"):
+        TrainConfig(estimator="gae", updates=1).validate()
+    with pytest.raises(ConfigError, match="updates or a time budget"):
+        TrainConfig().validate()
+
+
+def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gemgym.cli import main
+
+    out = tmp_path / "cli"
+    argv = ["train", ENV, "--out", str(out), "--updates", "1", "--episodes-per-update", "4"]
+    argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "4", "--quiet"]
+    assert main(argv) == 0
+    assert "1 updates" in capsys.readouterr().out
+    assert (out / "curves.csv").exists()
+    assert main(["train", ENV, "--out", str(out)]) == 2  # neither updates nor a budget
