@@ -180,6 +180,8 @@ def test_bad_configs_raise_config_error(tmp_path: Path) -> None:
         MCPTool.from_config_file(tmp_path / "bad.json")
     with pytest.raises(ConfigError, match="timeout"):
         MCPTool.from_command("x", timeout=0)
+    with pytest.raises(ConfigError, match="from_config_file"):
+        MCPTool("mcp.json")
 
 
 def test_a_server_that_fails_to_start_is_a_tool_error_with_its_stderr() -> None:
@@ -365,14 +367,20 @@ def test_a_crashed_server_is_restarted_and_the_call_retried(tmp_path: Path) -> N
 # -- streamable HTTP and several servers -------------------------------------------------------
 
 
-def test_streamable_http_server(http_url: str) -> None:
-    tool = MCPTool.from_url(http_url, headers={"X-Client": "gemgym-test"})
+@pytest.mark.parametrize("headers", [None, {"X-Client": "gemgym-test"}])
+def test_streamable_http_server(http_url: str, headers: dict[str, str] | None) -> None:
+    tool = MCPTool.from_url(http_url, headers=headers)
     try:
         assert sorted(tool.tools) == EXAMPLE_TOOLS
         assert _text(_call(tool, "calculate", expression="6 * 7")) == "42"
         assert not _call(tool, "sleep", seconds=100).ok  # refused by the server: an observation
     finally:
         tool.close()
+    gem_style = MCPTool(http_url)  # GEM's MCPTool("http://...")
+    try:
+        assert _text(_call(gem_style, "calculate", expression="1 + 1")) == "2"
+    finally:
+        gem_style.close()
 
 
 def test_config_file_with_several_servers(http_url: str, tmp_path: Path) -> None:

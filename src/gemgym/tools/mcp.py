@@ -132,7 +132,14 @@ class MCPServerConfig:
         )
 
 
-def _read_config(config: Mapping[str, Any]) -> list[MCPServerConfig]:
+def _read_config(config: Mapping[str, Any] | str) -> list[MCPServerConfig]:
+    if isinstance(config, str):
+        if not config.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"MCPTool takes a config mapping or a server URL, got {config!r}; "
+                "for a config file use MCPTool.from_config_file(path)"
+            )
+        config = {"mcpServers": {"default": {"url": config}}}
     servers = config.get("mcpServers", config) if isinstance(config, Mapping) else None
     if not isinstance(servers, Mapping) or not servers:
         raise ConfigError(
@@ -415,8 +422,8 @@ class MCPTool(Tool):
     """The tools of one or more MCP servers (see the module docstring).
 
     Args:
-        config: an MCP config ``{"mcpServers": {name: entry}}``, or the ``mcpServers`` mapping
-            itself.
+        config: an MCP config ``{"mcpServers": {name: entry}}``, the ``mcpServers`` mapping
+            itself, or the URL of one streamable-HTTP server (as GEM's ``MCPTool(url)``).
         timeout: seconds allowed for one tool call.
         connect_timeout: seconds allowed to start a server, connect and list its tools.
         retries: extra attempts, on a fresh connection, for a call whose connection broke.
@@ -431,7 +438,7 @@ class MCPTool(Tool):
 
     def __init__(
         self,
-        config: Mapping[str, Any],
+        config: Mapping[str, Any] | str,
         *,
         timeout: float = 30.0,
         connect_timeout: float = 30.0,
@@ -595,7 +602,17 @@ class MCPTool(Tool):
             return early
         # the loop enforces the call timeout; the margin covers reconnection attempts
         limit = (self.timeout + self.connect_timeout + self.retry_delay) * (self.retries + 1) + 5
-        return self._loop.run(self._acall(call), timeout=limit)
+        future = self._loop.submit(self._acall(call))
+        try:
+            return future.result(limit)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            error = f"no result within {limit:g} s (server unresponsive)"
+            return ToolResult(
+                _response(f"[Tool execution error: {error}]"),
+                ok=False,
+                info={"error": error, "timeout": True},
+            )
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         """Await the call without blocking the caller's event loop."""
