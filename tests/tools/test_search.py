@@ -114,6 +114,15 @@ def test_search_through_the_server_matches_in_process(
         assert r1.observation == r2.observation
 
 
+def test_msgpack_encoding_as_gem_sends_it(server: RetrievalServer) -> None:
+    pytest.importorskip("msgpack")
+    tool = SearchTool(server.url, encoding="msgpack")
+    result = tool.execute(tool.parse("<search>Danube</search>"))  # type: ignore[arg-type]
+    assert result.ok and "Doc 1(Title: Danube)" in result.observation
+    with pytest.raises(ConfigError, match="encoding"):
+        SearchTool(server.url, encoding="xml")  # type: ignore[arg-type]
+
+
 def test_url_without_path_gets_retrieve(server: RetrievalServer) -> None:
     tool = SearchTool(f"http://127.0.0.1:{server.port}")
     assert tool.url == server.url

@@ -36,6 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks one)")
     p.add_argument("--topk", type=int, default=3, help="results per query when not asked")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads for dense embedding (default: torch's choice; set it to the cores "
+        "the server owns, 1 on a busy machine)",
+    )
     p.add_argument("--quiet", action="store_true", help="do not log requests")
 
 
@@ -45,6 +52,13 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, got {args.port}")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+        if args.dense is not None:
+            import torch
+
+            torch.set_num_threads(args.threads)
     start = time.perf_counter()
     retriever = build_retriever(
         None if args.sample else args.corpus,

@@ -17,8 +17,8 @@ Two ways to answer a query, chosen by the constructor:
 Failures of a search (server down, timeout, bad answer) never raise: they become the
 observation ``[SearchTool Error: ...]`` with ``ok=False``, as in GEM.
 
-Differences from GEM: requests are JSON (GEM's server also understood MessagePack; ours accepts
-both); an empty query is an error observation instead of a search for nothing; the timeout
+Differences from GEM: requests are JSON by default (``encoding="msgpack"`` speaks GEM's
+MessagePack; ``gemgym serve-retriever`` accepts both); an empty query is an error observation instead of a search for nothing; the timeout
 covers the whole request; a query that matches nothing says so instead of returning an empty
 ``<information>`` block.
 """
@@ -32,9 +32,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, Literal
 
-from gemgym.errors import ConfigError
+from gemgym.errors import ConfigError, missing_dependency
 from gemgym.retrieval.index import Retriever
 from gemgym.tools.base import Tool, ToolCall, ToolResult
 
@@ -95,6 +95,8 @@ class SearchTool(Tool):
         retriever: an in-process :class:`~gemgym.retrieval.index.Retriever` instead of a server.
         topk: documents returned per query (GEM: 3).
         timeout: seconds allowed for one search request to the server.
+        encoding: ``"json"`` (Search-R1 and ``gemgym serve-retriever``) or ``"msgpack"`` (GEM's
+            mosec retrieval server only speaks MessagePack; needs the ``msgpack`` package).
     """
 
     name = "search"
@@ -106,11 +108,20 @@ class SearchTool(Tool):
         retriever: Retriever | None = None,
         topk: int = 3,
         timeout: float = 5.0,
+        encoding: Literal["json", "msgpack"] = "json",
     ) -> None:
         if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
             raise ConfigError(f"topk must be a positive int, got {topk!r}")
         if not timeout > 0:
             raise ConfigError(f"timeout must be positive, got {timeout!r}")
+        if encoding not in ("json", "msgpack"):
+            raise ConfigError(f"encoding must be 'json' or 'msgpack', got {encoding!r}")
+        if encoding == "msgpack":
+            try:
+                import msgpack  # type: ignore[import-untyped]  # noqa: F401
+            except ImportError as e:
+                raise missing_dependency("msgpack", "search") from e
+        self.encoding = encoding
         if url is not None and retriever is not None:
             raise ConfigError("give SearchTool a url or a retriever, not both")
         if url is None and retriever is None:
@@ -141,16 +152,23 @@ class SearchTool(Tool):
         if self.retriever is not None:
             return [h.document.to_dict() for h in self.retriever.search(query, self.topk)]
         assert self.url is not None  # one of url/retriever is set by __init__
-        body = json.dumps({"queries": [query], "topk": self.topk, "return_scores": True})
+        payload = {"queries": [query], "topk": self.topk, "return_scores": True}
+        if self.encoding == "msgpack":
+            import msgpack
+
+            body, ctype = msgpack.packb(payload), "application/msgpack"
+        else:
+            body, ctype = json.dumps(payload).encode("utf-8"), "application/json"
         request = urllib.request.Request(
-            self.url,
-            data=body.encode("utf-8"),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            method="POST",
+            self.url, data=body, headers={"Content-Type": ctype, "Accept": ctype}, method="POST"
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read().decode("utf-8"))
+                raw = response.read()
+            if self.encoding == "msgpack":
+                answer = msgpack.unpackb(raw, raw=False)
+            else:
+                answer = json.loads(raw.decode("utf-8"))
         except urllib.error.HTTPError as e:
             detail = e.read().decode("utf-8", "replace")[:300]
             raise RuntimeError(f"server answered {e.code}: {detail}") from e
