@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import os
@@ -55,9 +56,9 @@ def stdio_tool() -> Iterator[MCPTool]:
     tool.close()
 
 
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    port = _free_port()
+@contextlib.contextmanager
+def _http_server(port: int) -> Iterator[str]:
+    """The example server over streamable HTTP on loopback, as a subprocess."""
     with subprocess.Popen(
         [*EXAMPLE, "--http", "--port", str(port)],
         stdout=subprocess.DEVNULL,
@@ -78,6 +79,12 @@ def http_url() -> Iterator[str]:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    with _http_server(_free_port()) as url:
+        yield url
 
 
 # -- parsing (no server) ----------------------------------------------------------------------
@@ -381,6 +388,22 @@ def test_streamable_http_server(http_url: str, headers: dict[str, str] | None) -
         assert _text(_call(gem_style, "calculate", expression="1 + 1")) == "2"
     finally:
         gem_style.close()
+
+
+def test_http_server_down_then_back() -> None:
+    port = _free_port()
+    with _http_server(port) as url:
+        tool = MCPTool.from_url(url, retries=1, retry_delay=0.0, connect_timeout=10)
+        assert _call(tool, "calculate", expression="1 + 1").ok
+    try:
+        down = _call(tool, "calculate", expression="1 + 1")  # the server is gone
+        assert not down.ok and "cannot connect" in down.observation
+        assert "ConnectError" in down.observation and down.info["attempts"] == 2
+        with _http_server(port):
+            back = _call(tool, "calculate", expression="2 + 2")  # a new session
+            assert back.ok and _text(back) == "4"
+    finally:
+        tool.close()
 
 
 def test_config_file_with_several_servers(http_url: str, tmp_path: Path) -> None:

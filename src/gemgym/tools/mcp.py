@@ -384,6 +384,13 @@ def _is_connection_error(e: BaseException) -> bool:
     return isinstance(e, MCPError) and "closed" in str(e.error.message).lower()
 
 
+def _describe(e: BaseException) -> str:
+    """``Type: message`` of the first real error inside (nested) exception groups."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return f"{type(e).__name__}: {e}"
+
+
 def _result_text(result: Any) -> str:
     parts: list[str] = []
     for block in result.content or []:
@@ -531,7 +538,7 @@ class MCPTool(Tool):
             where = f"command {c.command!r} {list(c.args)}" if c.command else f"url {c.url}"
             tail = conn.stderr_tail()
             raise ToolError(
-                f"cannot connect to MCP server {c.name!r} ({where}): {type(e).__name__}: {e}"
+                f"cannot connect to MCP server {c.name!r} ({where}): {_describe(e)}"
                 + (f"\nserver stderr:\n{tail}" if tail else "")
                 + "\nCheck that the server starts on its own with this command or URL."
             ) from e
@@ -662,7 +669,7 @@ class MCPTool(Tool):
                     info={**base, "error": error, "timeout": True, "attempts": attempt + 1},
                 )
             except Exception as e:
-                error = f"{type(e).__name__}: {e}"
+                error = str(e) if isinstance(e, ToolError) else _describe(e)
                 if isinstance(e, ToolError) or _is_connection_error(e):
                     await conn.aclose()
                     continue  # reconnect and retry
