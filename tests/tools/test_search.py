@@ -159,7 +159,7 @@ def test_timeout_is_an_error_observation(bad_server: str) -> None:
     tool = SearchTool(f"{bad_server}/slow", timeout=0.3)
     start = time.perf_counter()
     result = tool.execute(tool.parse("<search>x</search>"))  # type: ignore[arg-type]
-    assert time.perf_counter() - start < 1.2
+    assert time.perf_counter() - start < 1.4  # the server would answer after 1.5 s
     assert not result.ok and "timed out after 0.3 s" in result.observation
 
 

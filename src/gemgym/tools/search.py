@@ -42,6 +42,8 @@ __all__ = ["SearchTool", "format_documents"]
 
 _SEARCH_RE = re.compile(r"<search>(.*?)</search>", re.DOTALL)
 
+# GEM's prompt (from Search-R1), kept word for word: policies trained with GEM's search tool
+# expect exactly this text, and GEM's QA results were measured with it.
 INSTRUCTIONS = (
     "You are provided with a search engine to help answer questions.\n\n"
     "Instructions:\n"
