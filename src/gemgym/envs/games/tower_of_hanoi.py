@@ -41,7 +41,8 @@ from gemgym.registry import register
 
 __all__ = ["TowerofHanoiConfig", "TowerofHanoiEnv"]
 
-_MOVE_RE = re.compile(r"\\boxed\{\s*([ABCabc])\s*,?\s*([ABCabc])\s*\}")
+# Possessive quantifiers: linear time on long runs of spaces (no backtracking).
+_MOVE_RE = re.compile(r"\\boxed\{\s*+([ABCabc])\s*+,?+\s*+([ABCabc])\s*+\}")
 _TOWERS = "ABC"
 _RANDOM_PRESETS = ((3, 10), (4, 20), (5, 35))
 
