@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MastermindConfig", "MastermindEnv", "score_guess"]
 
-_GUESS_RE = re.compile(r"\\boxed\{\s*(\d+(?:\s*[,\s]\s*\d+)*)\s*\}")
+# Possessive quantifiers: no backtracking, so long runs of digits or spaces stay linear.
+_GUESS_RE = re.compile(r"\\boxed\{\s*+(\d++(?:[\s,]++\d++)*+)\s*+\}")
 _SPLIT_RE = re.compile(r"[,\s]+")
 _SUFFIX = "Enter your guess."
 _MAX_TABLE = 2_000_000

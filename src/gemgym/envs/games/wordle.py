@@ -50,7 +50,8 @@ from gemgym.registry import register
 
 __all__ = ["WordleConfig", "WordleEnv", "wordle_feedback"]
 
-_GUESS_RE = re.compile(r"\\boxed\{\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)*)\s*\}")
+# Possessive quantifiers: no backtracking, so long runs of letters or spaces stay linear.
+_GUESS_RE = re.compile(r"\\boxed\{\s*+([a-zA-Z]++(?:\s++[a-zA-Z]++)*+)\s*+\}")
 _SUFFIX = "Enter your guess."
 _MIN_LEN, _MAX_LEN = 3, 8
 _VALID: dict[int, frozenset[str]] = {}
