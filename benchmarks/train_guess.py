@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--budget", type=float, default=1200.0, help="seconds of training per run")
-    ap.add_argument("--sft-steps", type=int, default=100)
+    ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--eval-episodes", type=int, default=1000)
     ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (one process each)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
@@ -112,7 +112,7 @@ def main() -> None:
             "updates": 0,
             "sft_path": str(traces),
             "sft_steps": args.sft_steps,
-            "sft_lr": 2e-3,
+            "sft_lr": 3e-3,
         },
     }
     sft = run_one(sft_job)

@@ -62,9 +62,15 @@ def test_policy_context_is_a_prefix_of_the_training_tokens() -> None:
         assert set(full.turn_index[len(ctx) : len(ctx) + len(action)].tolist()) == {t}
     # observations are cut to obs_max_tokens and never trained on
     assert (full.turn_index == -1).sum() <= ep.length * (40 + 2) + 1
-    # generation returns text, one action per episode
+    # generation returns text, one action per episode; training reuses the sampled ids
+    policy.max_new_tokens = 6
     actions = policy([ep, ep])
     assert len(actions) == 2 and all(isinstance(a, str) for a in actions)
+    for a in actions:
+        ids = policy.action_tokens(a)
+        assert 1 <= len(ids) <= 6
+        assert codec.decode(ids) == a
+        assert codec.eos_id not in ids[:-1]  # generation stops at EOS
 
 
 def test_policy_gradient_step_moves_log_prob_with_the_advantage_sign() -> None:
@@ -154,6 +160,12 @@ def test_run_writes_curves_checkpoint_and_resumes(tmp_path: Path) -> None:
     assert [int(r["update"]) for r in rows] == [1, 2, 3]
     assert all(0.0 <= float(r["success"]) <= 1.0 for r in rows)
     assert resumed.collector._next_group == 3 * 2  # seeds continue, never reused
+    # a new run can start from a checkpoint's weights (a shared SFT warm start)
+    init = dict(base, sft_path=None, out_dir=str(tmp_path / "from_init"))
+    started = Trainer(TrainConfig(updates=0, init_checkpoint=str(run / "checkpoint.pt"), **init))  # type: ignore[arg-type]
+    started.run()
+    for a, b in zip(started.model.parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_config_errors() -> None:

@@ -392,6 +392,7 @@ def plot_curves(
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    plotted = False
     for label, path in runs.items():
         with open(path, encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -405,11 +406,13 @@ def plot_curves(
             k = max(1, min(window, len(ys)))
             smooth = np.convolve(ys, np.ones(k) / k, mode="valid")
             ax.plot(xs[k - 1 :], smooth, label=label)
+            plotted = True
     for ax, title in zip(axes, ("success rate (training batches)", "mean turns"), strict=True):
         ax.set_title(title)
         ax.set_xlabel("minutes" if x == "time_s" else x)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    if plotted:
+        axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out_png, dpi=100)
     plt.close(fig)

@@ -3,7 +3,7 @@
 :class:`LMPolicy` renders an episode in progress as one token sequence (see
 :mod:`gemgym.rl.trainer.codec`), samples the next action until ``EOS`` with a KV cache, and turns
 finished episodes into :class:`~gemgym.rl.tokens.TokenizedEpisode` for training, so generation and
-training see the same tokens. Observations are cut to their first ``obs_max_tokens`` tokens (the
+training see the same tokens (the sampled ids of each action are kept). Observations are cut to their first ``obs_max_tokens`` tokens (the
 head of a game's rules carries the range and the turn limit).
 """
 
@@ -113,6 +113,8 @@ class LMPolicy:
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        # text -> sampled ids, so training sees the exact tokens even when decoding is lossy
+        self._sampled: dict[str, list[int]] = {}
 
     # -- rendering -------------------------------------------------------------------------
     def _obs_tokens(self, obs: Any) -> list[int]:
@@ -128,11 +130,17 @@ class LMPolicy:
         turns = episode.transitions if upto is None else episode.transitions[:upto]
         for tr in turns:
             segs.append(("observation", self._obs_tokens(obs)))
-            segs.append(("action", [*c.encode(str(tr.action)), c.eos_id]))
+            segs.append(("action", self.action_tokens(str(tr.action))))
             obs = tr.next_observation
         if upto is not None:
             segs.append(("observation", self._obs_tokens(obs)))
         return segs
+
+    def action_tokens(self, action: str) -> list[int]:
+        """The tokens of an action: the sampled ones for actions this policy wrote (``EOS``
+        included only if it was sampled), else the encoded text and ``EOS``."""
+        ids = self._sampled.get(action)
+        return list(ids) if ids is not None else [*self.codec.encode(action), self.codec.eos_id]
 
     def tokenize(self, episode: Episode) -> TokenizedEpisode:
         """The finished episode as training tokens (actions re-encoded from their text)."""
@@ -148,10 +156,17 @@ class LMPolicy:
         if not episodes:
             return []
         outs = self.generate([self.context(e) for e in episodes])
-        return [self.codec.decode(o) for o in outs]
+        if len(self._sampled) > 100_000:
+            self._sampled.clear()
+        actions = []
+        for ids in outs:
+            text = self.codec.decode([i for i in ids if i != self.codec.eos_id])
+            self._sampled[text] = ids
+            actions.append(text)
+        return actions
 
     def generate(self, contexts: Sequence[Sequence[int]]) -> list[list[int]]:
-        """Sample a continuation of each context until ``EOS`` (returned without it)."""
+        """Sample a continuation of each context until ``EOS`` (included when sampled)."""
         import torch
 
         was_training = self.model.training
@@ -193,7 +208,7 @@ class LMPolicy:
             toks = tok.tolist()
             finished = done.tolist()
             for i in range(b):
-                if not finished[i] and toks[i] != c.eos_id:
+                if not finished[i]:
                     gen[i].append(int(toks[i]))
             done = done | (tok == c.eos_id)
             if bool(done.all()) or step == self.max_new_tokens - 1:
