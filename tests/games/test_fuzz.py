@@ -108,3 +108,33 @@ def test_huge_and_pathological_inputs_are_fast(env_id: str) -> None:
         assert time.perf_counter() - start < 2.0, (
             f"{env_id} took too long on a {len(text)}-char action"
         )
+
+
+def _game_patterns() -> list[Any]:
+    import importlib
+    import re
+
+    found: list[Any] = []
+    for name in ("crosswords", "hangman", "mastermind", "minesweeper", "word_search", "wordle"):
+        module = importlib.import_module(f"gemgym.envs.games.{name}")
+        found += [
+            v
+            for v in vars(module).values()
+            if isinstance(v, re.Pattern) and v.pattern.startswith(r"\\boxed")
+        ]
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(
+        st.one_of(_action, st.sampled_from(["\\boxed{", "}", " ", "1", "a"])), max_size=6
+    )
+)
+def test_last_box_fast_path_matches_the_full_scan(parts: list[str]) -> None:
+    from gemgym.envs.games._common import last_boxed_match, last_match
+
+    text = "".join(parts)
+    for pattern in _game_patterns():
+        fast, slow = last_boxed_match(text, pattern), last_match(text, pattern)
+        assert (fast and (fast.span(), fast.groups())) == (slow and (slow.span(), slow.groups()))

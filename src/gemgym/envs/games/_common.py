@@ -17,6 +17,7 @@ __all__ = [
     "SUCCESS_REWARD",
     "GameEnv",
     "last_boxed",
+    "last_boxed_match",
     "last_match",
     "parse_direction",
     "words_by_length",
@@ -63,6 +64,23 @@ def last_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
         return None
     last = None
     for last in pattern.finditer(text):  # noqa: B007 - we want the last match
+        pass
+    return last
+
+
+def last_boxed_match(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """:func:`last_match` for a ``pattern`` that starts with ``\\boxed{`` and whose matches never
+    contain another ``\\boxed{``: it tries the last box first (the common case) before scanning."""
+    if not isinstance(text, str):
+        return None
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    found = pattern.match(text, start)
+    if found is not None:
+        return found
+    last = None
+    for last in pattern.finditer(text, 0, start):  # noqa: B007 - we want the last match
         pass
     return last
 

@@ -42,7 +42,7 @@ from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
     GameConfig,
     GameEnv,
-    last_match,
+    last_boxed_match,
 )
 from gemgym.envs.games.word_search import Placement, lay_out_words, render_grid
 from gemgym.errors import ConfigError
@@ -166,7 +166,7 @@ class CrosswordsEnv(GameEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
         turn = self.turn_count
-        match = last_match(action, _MOVE_RE)
+        match = last_boxed_match(action, _MOVE_RE)
         if match is None:
             return self._format_error(
                 "you did not provide a valid guess in \\boxed{row column letter} format"

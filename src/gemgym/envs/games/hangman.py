@@ -42,7 +42,7 @@ from gemgym.envs.games._common import (
     SUCCESS_REWARD,
     GameConfig,
     GameEnv,
-    last_match,
+    last_boxed_match,
     words_by_length,
 )
 from gemgym.errors import ConfigError
@@ -157,7 +157,7 @@ class HangmanEnv(GameEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
         turn = self.turn_count
-        match = last_match(action, _GUESS_RE)
+        match = last_boxed_match(action, _GUESS_RE)
         if match is None:
             return self._format_error("you did not provide a valid guess")
         guess = match.group(1).upper()

@@ -37,7 +37,7 @@ from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
     GameConfig,
     GameEnv,
-    last_match,
+    last_boxed_match,
 )
 from gemgym.errors import ConfigError
 from gemgym.registry import register
@@ -201,7 +201,7 @@ class MastermindEnv(GameEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
         turn = self.turn_count
-        match = last_match(action, _GUESS_RE)
+        match = last_boxed_match(action, _GUESS_RE)
         if match is None:
             return self._format_error("you did not provide a valid guess")
         # Numbers too long for int() (and for any code) count as out of range.

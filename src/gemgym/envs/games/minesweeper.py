@@ -44,7 +44,7 @@ from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
     GameConfig,
     GameEnv,
-    last_match,
+    last_boxed_match,
 )
 from gemgym.errors import ConfigError
 from gemgym.registry import register
@@ -53,6 +53,9 @@ __all__ = ["MinesweeperConfig", "MinesweeperEnv"]
 
 _ACTION_RE = re.compile(r"\\boxed\{\s*([a-zA-Z]+)\s+(\d+)[\s,]+(\d+)\s*\}")
 _MINE = -1
+_SHOWN = tuple(f" {n} " for n in range(9))
+_INSTRUCTIONS: dict[tuple[int, int, int], str] = {}
+_BLANK: dict[tuple[int, int], str] = {}  # the suffix of an untouched board, per size
 _NEIGHBOURS: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
 
 
@@ -127,10 +130,18 @@ class MinesweeperEnv(GameEnv):
         self.first_reveal = True
         self.layout_seed = 0
         self.safe_left = 0
+        self._cells: list[str] = []  # each cell as rendered: " . ", " F ", " 3 ", " * "
         self._board = ""
 
     # -- rendering -----------------------------------------------------------------------------
     def _get_instructions(self) -> str:
+        key = (self.rows, self.cols, self.num_mines)
+        text = _INSTRUCTIONS.get(key)
+        if text is None:
+            text = _INSTRUCTIONS[key] = self._write_instructions()
+        return text
+
+    def _write_instructions(self) -> str:
         r, c = self.rows // 2, self.cols // 2
         return (
             "You are playing the Minesweeper game.\n"
@@ -152,17 +163,11 @@ class MinesweeperEnv(GameEnv):
         )
 
     def _render_board(self) -> str:
-        cols = self.cols
+        cols, cells = self.cols, self._cells
         lines = ["   " + " ".join(str(c).rjust(2) for c in range(cols))]
-        grid, revealed, flags = self.grid, self.revealed, self.flags
-        for r in range(self.rows):
-            cells = []
-            for i in range(r * cols, r * cols + cols):
-                if revealed[i]:
-                    cells.append(" * " if grid[i] == _MINE else f" {grid[i]} ")
-                else:
-                    cells.append(" F " if flags[i] else " . ")
-            lines.append(f"{r:2} " + "".join(cells))
+        lines.extend(
+            f"{r:2} " + "".join(cells[r * cols : r * cols + cols]) for r in range(self.rows)
+        )
         return "\n".join(lines) + "\n"
 
     def get_task_suffix(self) -> str:
@@ -186,14 +191,17 @@ class MinesweeperEnv(GameEnv):
         self.grid = [0] * size
         self.revealed = [False] * size
         self.flags = [False] * size
+        self._cells = [" . "] * size
+        self._board = _BLANK.get((self.rows, self.cols), "")
         self.first_reveal = True
         # Drawn now so that the layout depends on the seed and the first reveal only, not on how
         # much of the random stream sample_random_action() used in between.
         self.layout_seed = self.rng.getrandbits(64)
         self.safe_left = size - self.num_mines
         self.turn_count = 0
-        self._board = ""
-        return self._get_instructions(), {"suffix": self.get_task_suffix()}
+        if not self._board:
+            self._board = _BLANK[(self.rows, self.cols)] = self.get_task_suffix()
+        return self._get_instructions(), {"suffix": self._board}
 
     def _place_mines(self, safe: int) -> None:
         """Place the mines outside the 3×3 zone around ``safe`` (or just off ``safe``)."""
@@ -212,9 +220,10 @@ class MinesweeperEnv(GameEnv):
 
     def _flood(self, start: int) -> int:
         """Reveal ``start`` and, through zeros, its connected area; return the cells revealed."""
-        grid, revealed, flags = self.grid, self.revealed, self.flags
+        grid, revealed, flags, cells = self.grid, self.revealed, self.flags, self._cells
         neighbours = _neighbours(self.rows, self.cols)
         revealed[start] = True
+        cells[start] = _SHOWN[grid[start]]
         count = 1
         if grid[start] == 0:
             queue = deque([start])
@@ -222,6 +231,7 @@ class MinesweeperEnv(GameEnv):
                 for j in neighbours[queue.popleft()]:
                     if not revealed[j] and not flags[j]:
                         revealed[j] = True
+                        cells[j] = _SHOWN[grid[j]]
                         count += 1
                         if grid[j] == 0:
                             queue.append(j)
@@ -230,7 +240,7 @@ class MinesweeperEnv(GameEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
         turn = self.turn_count
-        match = last_match(action, _ACTION_RE)
+        match = last_boxed_match(action, _ACTION_RE)
         if match is None:
             return self._format_error("you did not provide a valid guess")
         command = match.group(1).lower()
@@ -254,6 +264,7 @@ class MinesweeperEnv(GameEnv):
             )
         elif command == "flag":
             self.flags[cell] = not self.flags[cell]
+            self._cells[cell] = " F " if self.flags[cell] else " . "
             self._board = ""
             what = "added" if self.flags[cell] else "removed"
             obs = f"At turn {turn}, you {what} a flag on cell ({row}, {col})."
@@ -270,6 +281,7 @@ class MinesweeperEnv(GameEnv):
             self._board = ""
             if self.grid[cell] == _MINE:
                 self.revealed[cell] = True
+                self._cells[cell] = " * "
                 obs = f"Game over! You hit a mine at ({row}, {col})."
                 return obs, FAIL_REWARD, True, False, self._info(success=False)
             new = self._flood(cell)

@@ -40,7 +40,7 @@ from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
     GameConfig,
     GameEnv,
-    last_match,
+    last_boxed_match,
     words_by_length,
 )
 from gemgym.errors import ConfigError
@@ -254,7 +254,7 @@ class WordSearchEnv(GameEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
         turn = self.turn_count
-        match = last_match(action, _COORDS_RE)
+        match = last_boxed_match(action, _COORDS_RE)
         if match is None:
             return self._format_error(
                 "you did not provide a valid guess in \\boxed{start_row start_col end_row "

@@ -42,7 +42,7 @@ from gemgym.envs.games._common import (
     SUCCESS_REWARD,
     GameConfig,
     GameEnv,
-    last_match,
+    last_boxed_match,
     words_by_length,
 )
 from gemgym.errors import ConfigError
@@ -77,20 +77,19 @@ def wordle_feedback(secret: str, guess: str) -> str:
     Greens are marked first; then, left to right, a letter is yellow while the secret still has an
     unmatched occurrence of it.
     """
-    marks = ["X"] * len(secret)
-    unmatched: dict[str, int] = {}
-    for i, (s, g) in enumerate(zip(secret, guess, strict=True)):
+    if secret == guess:
+        return "G" * len(secret)
+    unmatched = [s for s, g in zip(secret, guess, strict=True) if s != g]
+    marks = ""
+    for s, g in zip(secret, guess, strict=True):
         if s == g:
-            marks[i] = "G"
+            marks += "G"
+        elif g in unmatched:
+            marks += "Y"
+            unmatched.remove(g)
         else:
-            unmatched[s] = unmatched.get(s, 0) + 1
-    for i, g in enumerate(guess):
-        if marks[i] == "X":
-            left = unmatched.get(g, 0)
-            if left:
-                marks[i] = "Y"
-                unmatched[g] = left - 1
-    return "".join(marks)
+            marks += "X"
+    return marks
 
 
 @dataclass(frozen=True)
@@ -132,6 +131,7 @@ class WordleEnv(GameEnv):
         self.greens: list[bool] = []
         self._instructions: dict[tuple[int, int], str] = {}
         self._expert_cache: tuple[int, tuple[str, ...]] = (0, ())
+        self._pool = _secrets(self.word_length)
 
     def _get_instructions(self) -> str:
         key = (self.word_length, self.max_turns)
@@ -168,7 +168,7 @@ class WordleEnv(GameEnv):
             self.word_length = rng.randint(3, 5)
         if config.max_turns is None:
             self.max_turns = 5 * self.word_length
-        pool = _secrets(self.word_length)
+        pool = self._pool = _secrets(self.word_length)
         self.secret_word = pool[rng.randrange(len(pool))]
         self.previous_guesses = set()
         self.history = []
@@ -180,7 +180,7 @@ class WordleEnv(GameEnv):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
         turn = self.turn_count
-        match = last_match(action, _GUESS_RE)
+        match = last_boxed_match(action, _GUESS_RE)
         if match is None:
             return self._format_error("you did not provide a valid guess")
         guess = "".join(match.group(1).split()).upper()
@@ -226,7 +226,7 @@ class WordleEnv(GameEnv):
         return obs, reward, False, False, {"suffix": _SUFFIX, "turn": turn}
 
     def sample_random_action(self) -> str:
-        pool = _secrets(self.word_length)
+        pool = self._pool
         return "\\boxed{" + pool[self.rng.randrange(len(pool))] + "}"
 
     def candidates(self) -> tuple[str, ...]:
