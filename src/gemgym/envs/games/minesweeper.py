@@ -56,6 +56,7 @@ _MINE = -1
 _SHOWN = tuple(f" {n} " for n in range(9))
 _INSTRUCTIONS: dict[tuple[int, int, int], str] = {}
 _BLANK: dict[tuple[int, int], str] = {}  # the suffix of an untouched board, per size
+_HEADERS: dict[int, str] = {}  # the column labels, per number of columns
 _NEIGHBOURS: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
 
 
@@ -164,11 +165,15 @@ class MinesweeperEnv(GameEnv):
 
     def _render_board(self) -> str:
         cols, cells = self.cols, self._cells
-        lines = ["   " + " ".join(str(c).rjust(2) for c in range(cols))]
-        lines.extend(
+        header = _HEADERS.get(cols)
+        if header is None:
+            header = _HEADERS[cols] = "   " + " ".join(str(c).rjust(2) for c in range(cols))
+        rows = [header]
+        rows.extend(
             f"{r:2} " + "".join(cells[r * cols : r * cols + cols]) for r in range(self.rows)
         )
-        return "\n".join(lines) + "\n"
+        rows.append("")
+        return "\n".join(rows)
 
     def get_task_suffix(self) -> str:
         if not self._board:
@@ -212,11 +217,12 @@ class MinesweeperEnv(GameEnv):
         if len(allowed) < self.num_mines:
             allowed = [i for i in range(size) if i != safe]
         grid = self.grid
-        for i in random.Random(self.layout_seed).sample(allowed, self.num_mines):
+        mines = random.Random(self.layout_seed).sample(allowed, self.num_mines)
+        for i in mines:
+            for j in neighbours[i]:
+                grid[j] += 1
+        for i in mines:
             grid[i] = _MINE
-        for i in range(size):
-            if grid[i] != _MINE:
-                grid[i] = sum(1 for j in neighbours[i] if grid[j] == _MINE)
 
     def _flood(self, start: int) -> int:
         """Reveal ``start`` and, through zeros, its connected area; return the cells revealed."""
