@@ -6,7 +6,7 @@ import pytest
 
 import gemgym
 from gemgym.agents import OracleAgent, RandomAgent
-from gemgym.envs.games.minesweeper import MinesweeperEnv
+from gemgym.envs.games.minesweeper import MinesweeperEnv, _mine_probabilities
 from gemgym.errors import ConfigError
 
 
@@ -194,6 +194,21 @@ def test_expert_lifts_a_flag_on_its_chosen_cell() -> None:
     env.step(env.expert_action())
     assert env.expert_action() == r"\boxed{reveal 2 2}"
     assert env.step(env.expert_action())[4]["success"] is True
+
+
+def test_exact_mine_probabilities() -> None:
+    # one number over two cells, no other cell: a coin flip
+    assert _mine_probabilities([((1, 2), 1)], [1, 2], 1) == {1: 0.5, 2: 0.5}
+    # two overlapping 1s and one mine in all: the shared cell
+    assert _mine_probabilities([((1, 2), 1), ((2, 3), 1)], [1, 2, 3], 1) == {1: 0, 2: 1, 3: 0}
+    # untouched cells share the mines the frontier leaves
+    probs = _mine_probabilities([((1, 2), 1)], [1, 2, 8, 9], 2)
+    assert probs == {1: 0.5, 2: 0.5, 8: 0.5, 9: 0.5}
+    # layouts are weighted by the ways to place the other mines on untouched cells 5-7:
+    # mine on 3 (3 ways for the second mine) vs mines on 4 and one of 1, 2 (1 way each)
+    probs = _mine_probabilities([((1, 2, 3), 1), ((3, 4), 1)], [1, 2, 3, 4, 5, 6, 7], 2)
+    assert probs == pytest.approx({1: 0.2, 2: 0.2, 3: 0.6, 4: 0.4, 5: 0.2, 6: 0.2, 7: 0.2})
+    assert _mine_probabilities([((1, 2), 1)], [1, 2], 1, node_limit=1) is None
 
 
 def test_config_validation() -> None:

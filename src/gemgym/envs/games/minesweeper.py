@@ -16,7 +16,8 @@ reward        a reveal: (cells it uncovered) / (safe cells), so clearing the boa
               parsable ``\boxed{...}``: −0.1 and ``terminated``; the turn limit: ``truncated``
 expert        logic first (a number whose mines are all known frees its other neighbours; a number
               that needs all its hidden neighbours makes them mines; the subset rule between two
-              numbers), else the hidden cell with the least estimated mine probability
+              numbers), else the hidden cell least likely to hide a mine (exact probabilities by
+              enumerating the layouts the numbers allow, an estimate on huge frontiers)
 ============  =================================================================================
 
 The first reveal is always safe: mines are placed after it, outside its 3×3 neighbourhood. A
@@ -362,7 +363,18 @@ class MinesweeperEnv(GameEnv):
                         changed = True
         if safe:
             return min(safe)
-        # No sure move: estimate each hidden cell's mine probability.
+        # No sure move: the hidden cell least likely to hold a mine, exactly when the frontier is
+        # small enough to enumerate, else estimated.
+        exact = _mine_probabilities(
+            [(tuple(j for j in neighbours[i] if not revealed[j]), value) for i, value in numbers],
+            hidden,
+            self.num_mines,
+        )
+        if exact is not None:
+            return min(
+                hidden,
+                key=lambda j: (exact[j], sum(1 for k in neighbours[j] if not revealed[k]), j),
+            )
         candidates = [i for i in hidden if i not in mines]
         unknown_count = max(1, len(candidates))
         density = max(0.0, (self.num_mines - len(mines)) / unknown_count)
@@ -380,6 +392,134 @@ class MinesweeperEnv(GameEnv):
             candidates,
             key=lambda j: (risk[j], sum(1 for k in neighbours[j] if not revealed[k]), j),
         )
+
+
+_Table = dict[int, tuple[int, dict[int, int]]]
+"""Mine layouts of a group of cells: {mines in the group: (layouts, {cell: layouts with a mine})}."""
+
+
+def _enumerate_group(
+    group: list[int],
+    cell_cons: dict[int, list[int]],
+    constraints: list[tuple[tuple[int, ...], int]],
+    budget: list[int],
+) -> _Table | None:
+    """Every mine layout of ``group`` that satisfies its numbers (``None`` past the budget)."""
+    table: _Table = {}
+    placed = dict.fromkeys({k for j in group for k in cell_cons[j]}, 0)
+    left = {k: len(constraints[k][0]) for k in placed}
+    chosen: list[int] = []
+
+    def search(pos: int) -> bool:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        if pos == len(group):
+            count, per_cell = table.get(len(chosen), (0, {}))
+            for j in chosen:
+                per_cell[j] = per_cell.get(j, 0) + 1
+            table[len(chosen)] = (count + 1, per_cell)
+            return True
+        j = group[pos]
+        for mine in (0, 1):
+            ok = True
+            for k in cell_cons[j]:
+                placed[k] += mine
+                left[k] -= 1
+                need = constraints[k][1]
+                if placed[k] > need or placed[k] + left[k] < need:
+                    ok = False
+            if ok:
+                if mine:
+                    chosen.append(j)
+                if not search(pos + 1):
+                    return False
+                if mine:
+                    chosen.pop()
+            for k in cell_cons[j]:
+                placed[k] -= mine
+                left[k] += 1
+        return True
+
+    return table if search(0) else None
+
+
+def _mine_probabilities(
+    constraints: list[tuple[tuple[int, ...], int]],
+    hidden: list[int],
+    total_mines: int,
+    node_limit: int = 50_000,
+) -> dict[int, float] | None:
+    """Exact mine probability of each hidden cell given the numbers (``None`` if too costly).
+
+    Each constraint is (hidden neighbours of a revealed number, its value). Frontier cells are
+    split into independent groups whose mine layouts are enumerated by backtracking; layouts are
+    weighted by the ways to place the remaining mines on the cells no number touches.
+    """
+    from math import comb
+
+    cell_cons: dict[int, list[int]] = {}
+    for k, (cells, _) in enumerate(constraints):
+        for j in cells:
+            cell_cons.setdefault(j, []).append(k)
+    # groups of frontier cells linked by shared constraints
+    groups: list[list[int]] = []
+    seen: set[int] = set()
+    for start in sorted(cell_cons):
+        if start in seen:
+            continue
+        group, stack = [], [start]
+        seen.add(start)
+        while stack:
+            j = stack.pop()
+            group.append(j)
+            for k in cell_cons[j]:
+                for other in constraints[k][0]:
+                    if other not in seen:
+                        seen.add(other)
+                        stack.append(other)
+        groups.append(group)
+    budget = [node_limit]
+    tables = []
+    for group in groups:
+        table = _enumerate_group(group, cell_cons, constraints, budget)
+        if table is None:
+            return None
+        tables.append(table)
+    interior = [j for j in hidden if j not in cell_cons]
+
+    def weight(frontier_mines: int) -> int:
+        rest = total_mines - frontier_mines
+        return comb(len(interior), rest) if 0 <= rest <= len(interior) else 0
+
+    def convolve(parts: list[_Table]) -> dict[int, int]:
+        dist = {0: 1}
+        for part in parts:
+            new: dict[int, int] = {}
+            for a, ways in dist.items():
+                for b, (count, _) in part.items():
+                    new[a + b] = new.get(a + b, 0) + ways * count
+            dist = new
+        return dist
+
+    everything = convolve(tables)
+    total = sum(ways * weight(k) for k, ways in everything.items())
+    if total == 0:
+        return None
+    probs: dict[int, float] = {}
+    for g, table in enumerate(tables):
+        others = convolve(tables[:g] + tables[g + 1 :])
+        for k, (_, per_cell) in table.items():
+            factor = sum(ways * weight(k + k2) for k2, ways in others.items())
+            for j, n in per_cell.items():
+                probs[j] = probs.get(j, 0.0) + n * factor / total
+        for j in groups[g]:
+            probs.setdefault(j, 0.0)
+    if interior:
+        expected = sum(ways * weight(k) * (total_mines - k) for k, ways in everything.items())
+        for j in interior:
+            probs[j] = expected / total / len(interior)
+    return probs
 
 
 _ENTRY = "gemgym.envs.games.minesweeper:MinesweeperEnv"
