@@ -233,10 +233,11 @@ class WordSearchEnv(GameEnv):
         pool = _pool(self.hardcore)
         words = rng.sample(pool, min(self.num_words, len(pool)))
         grid, self.placed_words = lay_out_words(words, rng)
+        filler = iter(rng.choices(_LETTERS, k=sum(row.count(".") for row in grid)))
         for row in grid:
             for c, ch in enumerate(row):
                 if ch == ".":
-                    row[c] = _LETTERS[rng.randrange(26)]
+                    row[c] = next(filler)
         self.game_board = grid
         self.found_words = []
         self.highlighted = set()

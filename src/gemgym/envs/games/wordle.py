@@ -183,7 +183,8 @@ class WordleEnv(GameEnv):
         match = last_boxed_match(action, _GUESS_RE)
         if match is None:
             return self._format_error("you did not provide a valid guess")
-        guess = "".join(match.group(1).split()).upper()
+        guess = match.group(1)
+        guess = (guess if guess.isalpha() else "".join(guess.split())).upper()
         reward = INVALID_ACTION_REWARD
         n = self.word_length
         if len(guess) != n:
