@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=1200.0, help="seconds of training per run")
     ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--eval-episodes", type=int, default=1000)
+    ap.add_argument("--lr", type=float, default=1e-3, help="RL learning rate")
     ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (one process each)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     ap.add_argument("--n-layer", type=int, default=2)
@@ -80,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.configs, args.seeds = ["rebn-g0.9"], [0]
-        args.budget, args.sft_steps, args.eval_episodes = 30.0, 30, 128
+        args.budget, args.sft_steps, args.eval_episodes = 30.0, 60, 128
         args.out, args.work = "runs/train_guess_quick/results", "runs/train_guess_quick"
     out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
@@ -135,6 +136,7 @@ def main() -> None:
                         "out_dir": str(work / tag / run),
                         "seed": seed,
                         "time_budget_s": args.budget,
+                        "lr": args.lr,
                         "init_checkpoint": str(sft_dir / "checkpoint.pt"),
                     },
                 }
