@@ -84,6 +84,8 @@ def main() -> None:
         args.budget, args.sft_steps, args.eval_episodes = 30.0, 60, 128
         args.out, args.work = "runs/train_guess_quick/results", "runs/train_guess_quick"
     out, work = Path(args.out), Path(args.work)
+    if args.quick:  # a smoke run starts from scratch (full runs resume from their checkpoints)
+        shutil.rmtree(work, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     tag = args.env.split(":")[-1]
