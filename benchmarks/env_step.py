@@ -12,15 +12,21 @@ wall clock also counts the time other processes hold the cores; on a quiet machi
 ``--wall`` uses the wall clock instead.
 
 Upstream GEM's figures (gem-llm 0.1.0 on the same 2-core machine kind, see
-``../shared/reference/GEM.md`` §5) are hard-coded below and printed as ratios.
+``../shared/reference/GEM.md`` §5) are hard-coded below and printed as ratios. Those were
+measured at another time, and this machine kind's speed varies by 2× from one hour to the next,
+so the fair comparison is GEM measured in the same run: with ``--gem-python PATH`` (the Python of
+a virtualenv with ``pip install gem-llm==0.1.0``) the same loop runs on upstream GEM's env, in a
+subprocess, right after each of ours, and the ratio column uses that figure.
 
-Run: ``.venv/bin/python benchmarks/env_step.py [--quick] [--ids ID_OR_PATTERN ...]``.
+Run: ``.venv/bin/python benchmarks/env_step.py [--quick] [--ids ID_OR_PATTERN ...]
+[--gem-python /path/to/gem-venv/bin/python]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any
@@ -43,6 +49,47 @@ GEM_RESET_S = {
 
 
 CLOCK = time.process_time
+
+# The same loop as steps_per_second, run by upstream GEM's Python (only for envs that have
+# GEM's own sample_random_action: GEM's Sudoku and Hanoi lack one, so they are not compared).
+_GEM_LOOP = """
+import logging, sys, time
+logging.disable(logging.CRITICAL)
+import gem
+env_id, seconds = sys.argv[1], float(sys.argv[2])
+env = gem.make(env_id)
+env.reset()
+sample = env.sample_random_action
+sample()
+steps = 0
+start = time.process_time()
+while True:
+    for _ in range(64):
+        _, _, te, tr, _ = env.step(sample())
+        steps += 1
+        if te or tr:
+            env.reset()
+    if time.process_time() - start >= seconds:
+        break
+print(steps / (time.process_time() - start))
+"""
+
+
+def gem_steps_per_second(python: str, env_id: str, seconds: float) -> float | None:
+    """Upstream GEM's steps/s for ``env_id`` measured now, or None when GEM cannot run it."""
+    try:
+        out = subprocess.run(
+            [python, "-c", _GEM_LOOP, env_id, str(seconds)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    try:
+        return float(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
 
 
 def steps_per_second(env: Any, seconds: float, seed: int = 0) -> tuple[float, float]:
@@ -105,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short timings (a smoke run)")
     parser.add_argument("--seconds", type=float, help="timing window per measurement")
     parser.add_argument("--wall", action="store_true", help="time with the wall clock")
+    parser.add_argument(
+        "--gem-python",
+        help="Python of a venv with gem-llm installed: measure upstream GEM in the same run",
+    )
     args = parser.parse_args(argv)
     global CLOCK
     CLOCK = time.perf_counter if args.wall else time.process_time
@@ -115,10 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         "| env | steps/s (make) | steps/s (plain loop) | wrapper overhead | reset median | "
         "reset p95 | mean ep len | steps/s ÷ GEM | reset speed-up vs GEM |"
     )
+    if args.gem_python:
+        header = header.replace("steps/s ÷ GEM |", "GEM now (same run) | steps/s ÷ GEM now |")
     clock = "wall clock" if args.wall else "process CPU time"
     print(f"{clock}, {seconds:.2f} s per measurement, {len(ids)} ids\n", file=sys.stderr)
     print(header)
-    print("|" + "---|" * 9)
+    print("|" + "---|" * (10 if args.gem_python else 9))
     slow: list[str] = []
     for env_id in ids:
         env = gemgym.make(env_id)
@@ -129,6 +182,14 @@ def main(argv: list[str] | None = None) -> int:
         gem_steps = GEM_STEPS_PER_S.get(env_id)
         gem_reset = GEM_RESET_S.get(env_id)
         vs_steps = f"**{wrapped / gem_steps:.2f}×**" if gem_steps else "–"
+        if args.gem_python:
+            gem_now = gem_steps_per_second(args.gem_python, env_id, seconds)
+            gem_steps = gem_now
+            vs_steps = (
+                f"{_fmt_rate(gem_now)} | **{wrapped / gem_now:.2f}×**"
+                if gem_now
+                else "n/a (GEM cannot run it here) | –"
+            )
         vs_reset = f"{gem_reset / med:.2f}×" if gem_reset else "–"
         if gem_steps and wrapped < gem_steps:
             slow.append(f"{env_id}: {wrapped:.0f} < GEM {gem_steps:.0f} steps/s")
