@@ -83,6 +83,7 @@ def test_fractional_reward_and_failures() -> None:
     assert reward == 0.0 and "exit status 2" in info["failure"]
 
 
+@pytest.mark.flaky(reruns=2)  # wall-clock bound: a busy machine can miss it once
 def test_runaway_programs_fail_quickly() -> None:
     env = CodeEnv(dataset=[SHORTEST_PATHS], timeout=1.0)
     start = time.monotonic()

@@ -88,6 +88,7 @@ def test_wrapped_random_actions_are_accepted(env_id: str, seed: int, noise: str)
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)
+@pytest.mark.flaky(reruns=2)  # wall-clock bound: a busy machine can miss it once
 def test_huge_and_pathological_inputs_are_fast(env_id: str) -> None:
     env = _env(env_id)
     texts = [

@@ -52,6 +52,7 @@ def _still_works(sandbox: Sandbox) -> None:
     assert result.ok and result.stdout == "42\n"
 
 
+@pytest.mark.flaky(reruns=2)  # wall-clock bound: a busy machine can miss it once
 def test_infinite_loop_is_killed_at_the_timeout(sandbox: Sandbox) -> None:
     start = time.monotonic()
     result = sandbox.run("while True:\n    pass", timeout=1.0)

@@ -93,6 +93,7 @@ def test_no_box_is_a_format_error_with_optional_penalty() -> None:
         assert info["format_error"] is True and info["extracted"] is None
 
 
+@pytest.mark.flaky(reruns=2)  # wall-clock bound: a busy machine can miss it once
 def test_pathological_answer_costs_at_most_the_limit_then_grading_goes_on() -> None:
     grade_math(r"\boxed{2\sqrt{2}}", r"\sqrt{8}")  # start the pool outside the timing
     t = time.perf_counter()

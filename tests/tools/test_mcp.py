@@ -260,6 +260,7 @@ def test_malformed_call_is_an_error_observation(stdio_tool: MCPTool) -> None:
     assert not result.ok and "not valid JSON" in result.observation
 
 
+@pytest.mark.flaky(reruns=2)  # wall-clock bound: a busy machine can miss it once
 def test_timeout_is_an_error_observation_and_the_session_survives(stdio_tool: MCPTool) -> None:
     stdio_tool.timeout = 0.5
     try:

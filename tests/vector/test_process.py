@@ -102,6 +102,7 @@ def test_envs_not_stepped_when_their_worker_died_are_told_on_their_next_step() -
         assert obs[2].startswith("step 2")
 
 
+@pytest.mark.flaky(reruns=2)  # wall-clock bound: a busy machine can miss it once
 def test_a_hung_worker_is_killed_after_the_step_timeout() -> None:
     with faulty(4, step_timeout=1.0) as venv:
         venv.reset(seed=0)
