@@ -69,6 +69,11 @@ def main() -> None:
     ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--eval-episodes", type=int, default=1000)
     ap.add_argument("--lr", type=float, default=1e-3, help="RL learning rate")
+    # batch reuse (PPO-clipped) was measured slower per update here: see docs/results.md
+    ap.add_argument("--epochs", type=int, default=1, help="passes over each collected batch")
+    ap.add_argument(
+        "--minibatches", type=int, default=1, help="AdamW steps per pass (PPO-clipped reuse)"
+    )
     ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (one process each)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     ap.add_argument("--n-layer", type=int, default=2)
@@ -139,6 +144,8 @@ def main() -> None:
                         "seed": seed,
                         "time_budget_s": args.budget,
                         "lr": args.lr,
+                        "epochs": args.epochs,
+                        "minibatches": args.minibatches,
                         "init_checkpoint": str(sft_dir / "checkpoint.pt"),
                     },
                 }

@@ -33,6 +33,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--updates", type=int, default=None, help="stop after N updates")
     p.add_argument("--time-budget", type=float, default=None, help="stop after S seconds")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument(
+        "--epochs", type=int, default=1, help="passes over each collected batch (default 1)"
+    )
+    p.add_argument(
+        "--minibatches",
+        type=int,
+        default=1,
+        help="AdamW steps per pass (PPO-style clipped reuse when epochs*minibatches > 1)",
+    )
+    p.add_argument("--clip-eps", type=float, default=0.2, help="PPO ratio clip (default 0.2)")
+    p.add_argument("--init", dest="init_checkpoint", help="start from a checkpoint's weights")
     p.add_argument("--sft", dest="sft_path", help="JSONL traces (gemgym run --out) for SFT")
     p.add_argument("--sft-steps", type=int, default=300)
     p.add_argument("--model", default=None, help="Hugging Face model path (default: small GPT)")
@@ -75,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
         episodes_per_update=args.episodes_per_update,
         group_size=group,
         lr=args.lr,
+        epochs=args.epochs,
+        minibatches=args.minibatches,
+        clip_eps=args.clip_eps,
+        init_checkpoint=args.init_checkpoint,
         updates=args.updates,
         time_budget_s=args.time_budget,
         sft_path=args.sft_path,
@@ -92,4 +107,10 @@ def run(args: argparse.Namespace) -> int:
         f"{ev.get('episodes', 0)} episodes: success {ev.get('success_rate', 0):.1%}, "
         f"mean turns {ev.get('mean_turns', 0):.2f}; results in {args.out}"
     )
+    if "eval_greedy" in final:
+        g = final["eval_greedy"]
+        print(
+            f"greedy decoding: success {g.get('success_rate', 0):.1%}, "
+            f"mean turns {g.get('mean_turns', 0):.2f}"
+        )
     return 0

@@ -7,9 +7,16 @@ advantages (:func:`~gemgym.rl.compute_advantages`), broadcasts them to the token
 
 .. math:: L = -\\frac{1}{N} \\sum_{\\text{action tokens } j} A_{t(j)} \\log \\pi(x_j \\mid x_{<j}).
 
+With ``epochs * minibatches > 1`` the batch is reused PPO-style: ``epochs`` passes over it, each
+split into ``minibatches`` shuffled minibatches of episodes, one AdamW step per minibatch on the
+clipped surrogate (:func:`clipped_policy_loss`) against the log-probs of the policy that
+collected the batch, so later steps cannot push a token's probability ratio past
+``1 ± clip_eps``. The first step is exactly the policy gradient above.
+
 Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
 (model, optimiser, counters, random states: ``resume=True`` continues from it) and
-``final.json`` (the final evaluation on fresh seeds).
+``final.json`` (the final evaluation on fresh seeds: sampling as in training, and greedy
+decoding).
 """
 
 from __future__ import annotations
@@ -32,7 +39,14 @@ from gemgym.rl.collector import Collector
 from gemgym.rl.tokens import TokenizedEpisode, pad_batch, token_weights
 from gemgym.rl.trainer.policy import LMPolicy, build_model
 
-__all__ = ["CURVE_FIELDS", "TrainConfig", "Trainer", "plot_curves", "policy_gradient_loss"]
+__all__ = [
+    "CURVE_FIELDS",
+    "TrainConfig",
+    "Trainer",
+    "clipped_policy_loss",
+    "plot_curves",
+    "policy_gradient_loss",
+]
 
 CURVE_FIELDS = (
     "update",
@@ -42,6 +56,8 @@ CURVE_FIELDS = (
     "mean_turns",
     "mean_return",
     "loss",
+    "collect_s",
+    "learn_s",
     "eval_success",
     "eval_mean_turns",
 )
@@ -68,6 +84,9 @@ class TrainConfig:
     group_size: int = 1
     lr: float = 1e-3
     max_grad_norm: float = 1.0
+    epochs: int = 1
+    minibatches: int = 1
+    clip_eps: float = 0.2
     updates: int | None = None
     time_budget_s: float | None = None
     sft_path: str | None = None
@@ -81,6 +100,7 @@ class TrainConfig:
     eval_every: int = 0
     eval_episodes: int = 256
     final_eval_episodes: int = 1000
+    final_eval_greedy: bool = True
     checkpoint_every: int = 25
     device: str = "auto"
     threads: int | None = None
@@ -100,6 +120,10 @@ class TrainConfig:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.init_checkpoint and self.sft_path:
             raise ConfigError("give init_checkpoint (weights to start from) or sft_path, not both")
+        if self.epochs < 1 or self.minibatches < 1:
+            raise ConfigError("epochs and minibatches must be >= 1")
+        if self.minibatches > self.episodes_per_update:
+            raise ConfigError("minibatches must not exceed episodes_per_update")
         if self.updates is None and self.time_budget_s is None:
             raise ConfigError("give a number of updates or a time budget (or both)")
 
@@ -126,10 +150,38 @@ def policy_gradient_loss(
     # Right padding: under causal attention real tokens never see the pads that follow them,
     # so the batch needs no padding mask (which keeps the fast fused attention path).
     del att_np
+    tok_logp = token_log_probs(model, ids)
+    return -(w[:, 1:] * tok_logp).sum() / max(1, n_action)
+
+
+def token_log_probs(model: Any, ids: Any) -> Any:
+    """``log pi(x_j | x_<j)`` for ``j >= 1`` of a right-padded ``(batch, length)`` id tensor."""
+    import torch
+
     logits = model(input_ids=ids).logits[:, :-1, :]
     logp = torch.log_softmax(logits.float(), dim=-1)
-    tok_logp = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
-    return -(w[:, 1:] * tok_logp).sum() / max(1, n_action)
+    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+
+
+def clipped_policy_loss(
+    model: Any, ids: Any, weights: Any, old_logp: Any, *, clip_eps: float = 0.2
+) -> Any:
+    """PPO's clipped surrogate with token weights as advantages (a torch scalar).
+
+    ``-(1/N) sum_j min(r_j w_j, clip(r_j, 1 - eps, 1 + eps) w_j)`` with
+    ``r_j = pi(x_j | x_<j) / pi_old(x_j | x_<j)``, over the ``N`` tokens with a nonzero weight
+    (action tokens; ``ids``, ``weights`` are ``(batch, length)``, ``old_logp`` is
+    ``(batch, length - 1)`` from :func:`token_log_probs` of the collecting policy). At
+    ``r = 1`` its gradient is that of :func:`policy_gradient_loss`.
+    """
+    import torch
+
+    w = weights[:, 1:]
+    logp = token_log_probs(model, ids)
+    ratio = torch.exp(logp - old_logp)
+    surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
+    n = torch.clamp((w != 0).sum(), min=1)
+    return -surr.sum() / n
 
 
 class Trainer:
@@ -229,11 +281,16 @@ class Trainer:
     def rl_update(self) -> dict[str, Any]:
         """Collect one batch and take one policy-gradient step; returns the curve row."""
         cfg = self.config
+        t0 = time.perf_counter()
         batch = self.collector.collect(cfg.episodes_per_update)
+        t1 = time.perf_counter()
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
         tokens = [self.policy.tokenize(e) for e in batch.episodes]
         weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
-        loss = self._step(tokens, weights)
+        if cfg.epochs * cfg.minibatches == 1:
+            loss = self._step(tokens, weights)
+        else:
+            loss = self._ppo_steps(tokens, weights)
         s = batch.summary()
         self.update += 1
         return {
@@ -243,17 +300,65 @@ class Trainer:
             "mean_turns": s["mean_turns"],
             "mean_return": s["mean_return"],
             "loss": loss,
+            "collect_s": round(t1 - t0, 3),
+            "learn_s": round(time.perf_counter() - t1, 3),
         }
 
-    def evaluate(self, episodes: int, *, seed: int = EVAL_SEED_BASE) -> dict[str, float]:
-        """Play ``episodes`` fresh episodes (seeds never used in training) with the policy."""
+    def _ppo_steps(
+        self, tokens: Sequence[TokenizedEpisode], weights: Sequence[np.ndarray]
+    ) -> float:
+        """``epochs`` passes of ``minibatches`` clipped-surrogate steps over one batch."""
+        import torch
+
+        cfg = self.config
+        ids_np, _, w_np = pad_batch(
+            tokens, weights, pad_id=self.codec.pad_id, max_length=self.max_length
+        )
+        lengths = np.minimum([len(t) for t in tokens], ids_np.shape[1])
+        ids = torch.from_numpy(ids_np).to(self.device)
+        w = torch.from_numpy(w_np).to(device=self.device, dtype=torch.float32)
+        self.model.eval()
+        with torch.no_grad():
+            old = token_log_probs(self.model, ids)
+        self.model.train()
+        rng = np.random.default_rng([cfg.seed, self.update])
+        losses = []
+        for _ in range(cfg.epochs):
+            for idx in np.array_split(rng.permutation(len(tokens)), cfg.minibatches):
+                n = int(lengths[idx].max())  # right padding: drop the all-pad tail
+                sel = torch.from_numpy(idx).to(self.device)
+                loss = clipped_policy_loss(
+                    self.model,
+                    ids[sel, :n],
+                    w[sel, :n],
+                    old[sel, : n - 1],
+                    clip_eps=cfg.clip_eps,
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                losses.append(float(loss.item()))
+        return float(np.mean(losses))
+
+    def evaluate(
+        self, episodes: int, *, seed: int = EVAL_SEED_BASE, greedy: bool = False
+    ) -> dict[str, float]:
+        """Play ``episodes`` fresh episodes (seeds never used in training) with the policy,
+        sampling as in training, or taking the most likely token (``greedy=True``)."""
         batch_size = min(episodes, max(64, self.config.episodes_per_update))
         out: list[Episode] = []
-        with Collector(
-            self.config.env_id, self.policy, num_envs=batch_size, seed=seed, history=True
-        ) as col:
-            while len(out) < episodes:
-                out.extend(col.collect(min(batch_size, episodes - len(out))).episodes)
+        was_greedy = self.policy.greedy
+        self.policy.greedy = greedy
+        try:
+            with Collector(
+                self.config.env_id, self.policy, num_envs=batch_size, seed=seed, history=True
+            ) as col:
+                while len(out) < episodes:
+                    out.extend(col.collect(min(batch_size, episodes - len(out))).episodes)
+        finally:
+            self.policy.greedy = was_greedy
         from gemgym.experience import summarize
 
         return summarize(out)
@@ -309,6 +414,9 @@ class Trainer:
         if cfg.final_eval_episodes:
             final["eval"] = self.evaluate(cfg.final_eval_episodes)
             self.log(f"final eval: {final['eval']}")
+            if cfg.final_eval_greedy:
+                final["eval_greedy"] = self.evaluate(cfg.final_eval_episodes, greedy=True)
+                self.log(f"final eval, greedy decoding: {final['eval_greedy']}")
         (self.out_dir / "final.json").write_text(json.dumps(final, indent=2) + "\n")
         return final
 
