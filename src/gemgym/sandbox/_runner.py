@@ -288,11 +288,42 @@ def _kill_strays() -> int:
     return killed
 
 
+_MOUNTS: list[str] | None = None
+
+
+def _mount_points() -> list[str]:
+    """Mount points in this sandbox (read once): read-only binds that may sit under ``/tmp``."""
+    global _MOUNTS
+    if _MOUNTS is None:
+        found = []
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8") as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 4:
+                        found.append(fields[4].replace("\\040", " "))
+        except OSError:
+            pass
+        _MOUNTS = found
+    return _MOUNTS
+
+
 def _empty_dir(path: str) -> None:
+    """Delete everything under ``path`` except mount points (and the directories holding them).
+
+    An interpreter or venv that lives under ``/tmp`` on the host (a CI checkout) is bound
+    read-only on top of the sandbox's private ``/tmp``; walking it to delete it would cost
+    every snippet a recursive scan of the whole venv, so it is skipped.
+    """
     import shutil
 
     for entry in os.listdir(path):
         full = os.path.join(path, entry)
+        if full in _mount_points():
+            continue
+        if any(m.startswith(full + "/") for m in _mount_points()):
+            _empty_dir(full)  # a directory that holds a mount point: empty around it
+            continue
         try:
             if os.path.isdir(full) and not os.path.islink(full):
                 shutil.rmtree(full, ignore_errors=True)
