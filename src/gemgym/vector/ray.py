@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -148,9 +149,22 @@ class RayVectorEnv(VectorEnv):
         return [x for out in outs for x in out]
 
     def _kill(self) -> None:
-        for actor in getattr(self, "_actors", []):
+        actors = list(getattr(self, "_actors", []))
+        for actor in actors:
             with contextlib.suppress(Exception):  # already dead
                 self._ray.kill(actor)
+        # ray.kill is asynchronous: wait (at most 10 s) until every actor is really gone, so that
+        # nothing of this vector env runs after close() returns.
+        deadline = time.monotonic() + 10.0
+        for actor in actors:
+            while time.monotonic() < deadline:
+                try:
+                    self._ray.get(
+                        actor.ready.remote(), timeout=max(0.1, deadline - time.monotonic())
+                    )
+                except Exception:  # RayActorError: it is gone (or the deadline passed)
+                    break
+                time.sleep(0.05)
         self._actors = []
 
     def _close(self) -> None:
