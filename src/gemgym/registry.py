@@ -19,7 +19,7 @@ import inspect
 import pkgutil
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -472,9 +472,3 @@ def print_envs(pattern: str | None = None) -> None:
         s = registry.spec(env_id)
         table.add_row(env_id, s.description, f"gemgym[{s.extra}]" if s.extra else "")
     Console().print(table)
-
-
-def register_many(specs: Iterable[EnvSpec]) -> None:
-    """Register several specs at once."""
-    for s in specs:
-        registry.register(s)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gemgym.core import Env
-from gemgym.errors import ConfigError
 
 __all__ = [
     "DIRECTIONS",
@@ -124,11 +123,6 @@ class GameConfig:
     def validate(self) -> None:
         """Raise :class:`~gemgym.errors.ConfigError` for inconsistent values."""
 
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of the configuration fields."""
-        return [f.name for f in fields(cls)]
-
 
 class GameEnv(Env[str, str]):
     """Base class of the text games: turn counting and GEM's ``info["suffix"]`` convention.
@@ -142,11 +136,6 @@ class GameEnv(Env[str, str]):
 
     turn_count: int = 0
     max_turns: int = 1
-
-    @staticmethod
-    def _check(condition: bool, message: str) -> None:
-        if not condition:
-            raise ConfigError(message)
 
     def get_task_suffix(self) -> str:
         """The text GEM appends after the observation (board state, "Enter your guess")."""

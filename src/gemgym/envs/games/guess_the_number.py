@@ -34,6 +34,7 @@ from gemgym.envs.games._common import (
     GameConfig,
     GameEnv,
 )
+from gemgym.errors import ConfigError
 from gemgym.registry import register
 
 __all__ = ["GuessTheNumberConfig", "GuessTheNumberEnv"]
@@ -52,18 +53,12 @@ class GuessTheNumberConfig(GameConfig):
 
     def validate(self) -> None:
         if (self.min_number is None) != (self.max_number is None):
-            raise _err("min_number and max_number must both be set or both be None (random)")
+            raise ConfigError("min_number and max_number must both be set or both be None (random)")
         if self.min_number is not None and self.max_number is not None:
             if self.max_number <= self.min_number:
-                raise _err(f"max_number ({self.max_number}) must exceed min_number")
+                raise ConfigError(f"max_number ({self.max_number}) must exceed min_number")
             if self.max_turns is None or self.max_turns < 1:
-                raise _err(f"max_turns must be a positive int, got {self.max_turns}")
-
-
-def _err(msg: str) -> Exception:
-    from gemgym.errors import ConfigError
-
-    return ConfigError(msg)
+                raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
 class GuessTheNumberEnv(GameEnv):
