@@ -46,6 +46,73 @@ def test_byte_tokenizer_round_trip() -> None:
     assert tok.vocab_size > max(tok.PAD, tok.BOS, tok.EOS, tok.OBS, tok.ACT)
 
 
+def test_word_tokenizer_reads_observations_as_words_and_writes_bytes() -> None:
+    from gemgym.rl.trainer.codec import WordTokenizer, make_codec
+
+    tok = make_codec("words")
+    assert isinstance(tok, WordTokenizer)
+    obs = tok.encode_observation("At turn 3, you guessed 7, and the target is higher than 7.")
+    words = [i for i in obs if i >= tok.word_base]
+    assert len(obs) == 16 and len(words) == 10  # 10 words; "3", ",", "7", ",", "7", "."
+    assert obs[2] == ord("3") and obs[-2] == ord("7") and obs[-1] == ord(".")
+    assert max(obs) < tok.vocab_size
+    # the same word always maps to the same id, different words (here) to different ids
+    assert tok.encode_observation("higher")[0] == tok.encode_observation("x higher")[1]
+    assert tok.encode_observation("higher") != tok.encode_observation("lower")
+    # actions stay bytes: what the policy writes decodes exactly
+    assert tok.encode("\\boxed{10}") == list(b"\\boxed{10}")
+    assert tok.decode(tok.encode("\\boxed{10}")) == "\\boxed{10}"
+    from gemgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="bytes"):
+        make_codec("bpe")
+
+
+def test_tiny_gpt_cached_decoding_with_left_padding_matches_a_full_forward() -> None:
+    from gemgym.rl.trainer.tinygpt import TinyGPT, TinyGPTConfig
+
+    torch.manual_seed(0)
+    m = TinyGPT(TinyGPTConfig(vocab_size=40, n_layer=2, n_embd=16, n_head=2, n_positions=32))
+    m.eval()
+    a, b = [3, 4, 5, 6, 7, 8], [9, 10, 11]
+    ids = torch.tensor([a, [0, 0, 0, *b]])
+    att = torch.tensor([[1] * 6, [0, 0, 0, 1, 1, 1]])
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        out = m(ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
+        assert out.logits.shape == (2, 1, 40)
+        for row, seq in ((0, a), (1, b)):
+            ref = m(torch.tensor([seq])).logits[0, -1]
+            assert torch.allclose(out.logits[row, -1], ref, atol=1e-5)
+        nxt = torch.tensor([12, 13])
+        att2 = torch.cat([att, torch.ones(2, 1, dtype=att.dtype)], dim=1)
+        step = m(
+            nxt[:, None],
+            attention_mask=att2,
+            position_ids=pos[:, -1:] + 1,
+            past_key_values=out.past_key_values,
+            use_cache=True,
+        )
+        for row, seq in ((0, [*a, 12]), (1, [*b, 13])):
+            ref = m(torch.tensor([seq])).logits[0, -1]
+            assert torch.allclose(step.logits[row, -1], ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("tokenizer", ["bytes", "words"])
+def test_masked_log_probs_equal_the_full_computation(tokenizer: str) -> None:
+    from gemgym.rl.trainer.loop import token_log_probs
+
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY, tokenizer=tokenizer)
+    ids = torch.randint(0, codec.vocab_size, (3, 20))
+    mask = torch.rand(3, 19) > 0.5
+    full = token_log_probs(model, ids)
+    assert full.shape == (3, 19) and bool((full < 0).all())
+    part = token_log_probs(model, ids, mask)
+    assert torch.allclose(part, full * mask, atol=1e-6)
+    assert bool((part[~mask] == 0).all())
+
+
 def test_policy_context_is_a_prefix_of_the_training_tokens() -> None:
     torch.manual_seed(0)
     model, codec = build_model(**TINY)
@@ -65,13 +132,43 @@ def test_policy_context_is_a_prefix_of_the_training_tokens() -> None:
     assert (full.turn_index == -1).sum() <= ep.length * (40 + 2) + 1
     # generation returns text, one action per episode; training reuses the sampled ids
     policy.max_new_tokens = 6
-    actions = policy([ep, ep])
+    eps = [Episode(ep.env_id, i, ep.seed, ep.initial_observation, []) for i in range(2)]
+    actions = policy(eps)
     assert len(actions) == 2 and all(isinstance(a, str) for a in actions)
-    for a in actions:
-        ids = policy.action_tokens(a)
+    for e, a in zip(eps, actions, strict=True):
+        ids = policy.action_tokens(a, e, 0)
         assert 1 <= len(ids) <= 6
         assert codec.decode(ids) == a
         assert codec.eos_id not in ids[:-1]  # generation stops at EOS
+
+
+def test_training_tokens_are_the_ids_each_episode_sampled() -> None:
+    """Two samples that decode to the same text keep their own ids (special ids are dropped
+    from the text): crediting one episode's advantage to another's tokens taught the policy to
+    stop writing EOS."""
+    from gemgym.experience import Transition
+
+    model, codec = build_model(**TINY)
+    policy = LMPolicy(model, codec)
+    ep = _episodes("oracle", 1)[0]
+    a, b = (Episode(ep.env_id, i, ep.seed, ep.initial_observation, []) for i in range(2))
+    with_eos = [*codec.encode("\\boxed{4}"), codec.eos_id]
+    with_junk = [*codec.encode("\\boxed{4}"), ByteTokenizer.ACT, ByteTokenizer.OBS]
+    policy.generate = lambda contexts: [with_eos, with_junk]  # type: ignore[method-assign]
+    texts = policy([a, b])
+    assert texts == ["\\boxed{4}", "\\boxed{4}"]
+    for e, text in ((a, texts[0]), (b, texts[1])):
+        e.transitions.append(Transition(e.initial_observation, text, 0.0, False, False, {}, "x"))
+    ids_a = policy.tokenize(a).input_ids.tolist()
+    ids_b = policy.tokenize(b).input_ids.tolist()
+    assert ids_a[-len(with_eos) :] == with_eos
+    assert ids_b[-len(with_junk) :] == with_junk
+    # an action the policy did not write (e.g. an SFT trace) is encoded, with EOS
+    c = Episode(ep.env_id, 2, ep.seed, ep.initial_observation, [])
+    c.transitions.append(
+        Transition(c.initial_observation, "\\boxed{4}", 0.0, False, False, {}, "x")
+    )
+    assert policy.tokenize(c).input_ids.tolist()[-len(with_eos) :] == with_eos
 
 
 def test_policy_gradient_step_moves_log_prob_with_the_advantage_sign() -> None:

@@ -49,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="Hugging Face model path (default: small GPT)")
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-embd", type=int, default=64)
+    p.add_argument(
+        "--tokenizer",
+        choices=["bytes", "words"],
+        default="bytes",
+        help="tokenizer of the default model: bytes, or words (observations as hashed words)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=0, help="evaluate every N updates")
     p.add_argument("--eval-episodes", type=int, default=1000, help="final evaluation episodes")
@@ -82,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         n_layer=args.n_layer,
         n_embd=args.n_embd,
+        tokenizer=args.tokenizer,
         seed=args.seed,
         episodes_per_update=args.episodes_per_update,
         group_size=group,

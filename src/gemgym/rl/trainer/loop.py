@@ -79,6 +79,7 @@ class TrainConfig:
     n_embd: int = 64
     n_head: int = 4
     n_positions: int = 512
+    tokenizer: str = "bytes"
     seed: int = 0
     episodes_per_update: int = 64
     group_size: int = 1
@@ -136,10 +137,12 @@ def policy_gradient_loss(
     pad_id: int,
     device: Any,
     max_length: int | None = None,
+    vocab_limit: int | None = None,
 ) -> Any:
     """``-sum_j w_j log pi(x_j | x_<j) / N`` over the action tokens of a batch (a torch scalar).
 
     With all weights 1 on action tokens this is the SFT (negative log-likelihood) loss.
+    ``vocab_limit``: see :func:`token_log_probs`.
     """
     import torch
 
@@ -150,21 +153,45 @@ def policy_gradient_loss(
     # Right padding: under causal attention real tokens never see the pads that follow them,
     # so the batch needs no padding mask (which keeps the fast fused attention path).
     del att_np
-    tok_logp = token_log_probs(model, ids)
+    tok_logp = token_log_probs(model, ids, w[:, 1:] != 0, vocab_limit)
     return -(w[:, 1:] * tok_logp).sum() / max(1, n_action)
 
 
-def token_log_probs(model: Any, ids: Any) -> Any:
-    """``log pi(x_j | x_<j)`` for ``j >= 1`` of a right-padded ``(batch, length)`` id tensor."""
+def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | None = None) -> Any:
+    """``log pi(x_j | x_<j)`` for ``j >= 1`` of a right-padded ``(batch, length)`` id tensor.
+
+    With a boolean ``mask`` of shape ``(batch, length - 1)``, only the masked positions are
+    computed (the others are 0): the output layer runs on those positions alone, which is most
+    of the saving when actions are a small part of an episode. ``vocab_limit`` normalises over
+    the first ids only, as the policy samples (the codec's ``action_vocab_size``).
+    """
     import torch
 
-    logits = model(input_ids=ids).logits[:, :-1, :]
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+    head = model.get_output_embeddings() if mask is not None else None
+    base = getattr(model, getattr(model, "base_model_prefix", ""), None)
+    softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    if head is None or base is None or base is model or softcap:
+        logits = model(input_ids=ids).logits[:, :-1, :vocab_limit]
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        out = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
+        return out if mask is None else out * mask
+    hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
+    sel = head(hidden[mask])[:, :vocab_limit]
+    logp = torch.log_softmax(sel.float(), dim=-1)
+    picked = logp.gather(-1, ids[:, 1:][mask][:, None]).squeeze(-1)
+    out = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)
+    out[mask] = picked
+    return out
 
 
 def clipped_policy_loss(
-    model: Any, ids: Any, weights: Any, old_logp: Any, *, clip_eps: float = 0.2
+    model: Any,
+    ids: Any,
+    weights: Any,
+    old_logp: Any,
+    *,
+    clip_eps: float = 0.2,
+    vocab_limit: int | None = None,
 ) -> Any:
     """PPO's clipped surrogate with token weights as advantages (a torch scalar).
 
@@ -177,7 +204,7 @@ def clipped_policy_loss(
     import torch
 
     w = weights[:, 1:]
-    logp = token_log_probs(model, ids)
+    logp = token_log_probs(model, ids, w != 0, vocab_limit)
     ratio = torch.exp(logp - old_logp)
     surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
     n = torch.clamp((w != 0).sum(), min=1)
@@ -206,11 +233,13 @@ class Trainer:
             n_embd=config.n_embd,
             n_head=config.n_head,
             n_positions=config.n_positions,
+            tokenizer=config.tokenizer,
         )
         self.model.to(self.device)
         self.max_length = getattr(self.model.config, "n_positions", None) or getattr(
             self.model.config, "max_position_embeddings", None
         )
+        self.vocab_limit: int | None = getattr(self.codec, "action_vocab_size", None)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.0)
         self.policy = LMPolicy(
             self.model,
@@ -252,6 +281,7 @@ class Trainer:
             pad_id=self.codec.pad_id,
             device=self.device,
             max_length=self.max_length,
+            vocab_limit=self.vocab_limit,
         )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -319,7 +349,7 @@ class Trainer:
         w = torch.from_numpy(w_np).to(device=self.device, dtype=torch.float32)
         self.model.eval()
         with torch.no_grad():
-            old = token_log_probs(self.model, ids)
+            old = token_log_probs(self.model, ids, w[:, 1:] != 0, self.vocab_limit)
         self.model.train()
         rng = np.random.default_rng([cfg.seed, self.update])
         losses = []
@@ -333,6 +363,7 @@ class Trainer:
                     w[sel, :n],
                     old[sel, : n - 1],
                     clip_eps=cfg.clip_eps,
+                    vocab_limit=self.vocab_limit,
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -464,8 +495,8 @@ class Trainer:
 
         state = torch.load(path, map_location=self.device, weights_only=False)
         saved = state["config"]
-        for key in ("env_id", "model", "n_layer", "n_embd", "n_head", "n_positions"):
-            if saved.get(key) != getattr(self.config, key):
+        for key in ("env_id", "model", "n_layer", "n_embd", "n_head", "n_positions", "tokenizer"):
+            if saved.get(key, "bytes" if key == "tokenizer" else None) != getattr(self.config, key):
                 raise ConfigError(
                     f"checkpoint {path} was made with {key}={saved.get(key)!r}, not "
                     f"{getattr(self.config, key)!r}; use another out_dir or the same settings"

@@ -9,12 +9,13 @@ head of a game's rules carries the range and the turn limit).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gemgym.experience import Episode
 from gemgym.rl.tokens import Segment, TokenizedEpisode, tokenize_segments
-from gemgym.rl.trainer.codec import ByteTokenizer, Codec, HFCodec
+from gemgym.rl.trainer.codec import ByteTokenizer, Codec, HFCodec, make_codec
 from gemgym.wrappers.history import _text
 
 if TYPE_CHECKING:
@@ -35,39 +36,37 @@ def build_model(
     n_embd: int = 64,
     n_head: int = 4,
     n_positions: int = 512,
+    tokenizer: str = "bytes",
 ) -> tuple[Any, Codec]:
-    """``(model, codec)``: a Hugging Face model path, or (``None``) a small random GPT-2.
+    """``(model, codec)``: a Hugging Face model path, or (``None``) a small random GPT.
 
-    The default model uses :class:`ByteTokenizer` and needs no download; with the defaults it
-    has about 150k parameters (2 layers, width 64, 512 positions).
+    The default model is a :class:`~gemgym.rl.trainer.tinygpt.TinyGPT` (GPT-2's architecture
+    in plain torch) and needs no download: ``tokenizer="bytes"`` (:class:`ByteTokenizer`) or
+    ``"words"`` (:class:`~gemgym.rl.trainer.codec.WordTokenizer`: observations as hashed
+    words, about 3x shorter episodes). With the defaults it has about 150k parameters
+    (2 layers, width 64, 512 positions; 215k with ``"words"``). ``tokenizer`` is ignored for a
+    Hugging Face model, which brings its own.
     """
+    if model is None:
+        from gemgym.rl.trainer.tinygpt import TinyGPT, TinyGPTConfig
+
+        codec: ByteTokenizer = make_codec(tokenizer)
+        config = TinyGPTConfig(
+            vocab_size=codec.vocab_size,
+            n_layer=n_layer,
+            n_embd=n_embd,
+            n_head=n_head,
+            n_positions=n_positions,
+        )
+        return TinyGPT(config), codec
     try:
         import transformers
     except ImportError as e:  # pragma: no cover - the train extra installs it
         from gemgym.errors import missing_dependency
 
         raise missing_dependency("transformers", "train") from e
-    if model is None:
-        codec: Codec = ByteTokenizer()
-        config = transformers.GPT2Config(
-            vocab_size=codec.vocab_size,
-            n_positions=n_positions,
-            n_embd=n_embd,
-            n_layer=n_layer,
-            n_head=n_head,
-            bos_token_id=ByteTokenizer.BOS,
-            eos_token_id=ByteTokenizer.EOS,
-            pad_token_id=ByteTokenizer.PAD,
-            # no dropout: it would make the training log-probs differ from the sampling ones
-            # (and dropout in attention forces the slow attention path on CPU)
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            activation_function="gelu",
-        )
-        return transformers.GPT2LMHeadModel(config), codec
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
-    return transformers.AutoModelForCausalLM.from_pretrained(model), HFCodec(tokenizer)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(model)
+    return transformers.AutoModelForCausalLM.from_pretrained(model), HFCodec(hf_tokenizer)
 
 
 def _cache_keyword(model: Any) -> str:
@@ -75,6 +74,14 @@ def _cache_keyword(model: Any) -> str:
     import inspect
 
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _logits_to_keep(model: Any) -> dict[str, int]:
+    """``{"logits_to_keep": 1}`` where the model supports it (the prompt needs one row)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
 
 class LMPolicy:
@@ -113,13 +120,19 @@ class LMPolicy:
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
-        # text -> sampled ids, so training sees the exact tokens even when decoding is lossy
-        self._sampled: dict[str, list[int]] = {}
+        # the ids this policy sampled, per episode object and turn, so that training sees the
+        # exact tokens even when decoding is lossy (special ids are dropped from the text, so
+        # two different samples may read the same): id(episode) -> (weak ref, {turn: (text, ids)})
+        self._sampled: dict[int, tuple[weakref.ref[Episode], dict[int, tuple[str, list[int]]]]] = {}
 
     # -- rendering -------------------------------------------------------------------------
     def _obs_tokens(self, obs: Any) -> list[int]:
         c = self.codec
-        return c.obs_marker + c.encode(observation_text(obs))[: self.obs_max_tokens] + c.act_marker
+        return (
+            c.obs_marker
+            + c.encode_observation(observation_text(obs))[: self.obs_max_tokens]
+            + c.act_marker
+        )
 
     def segments(self, episode: Episode, *, upto: int | None = None) -> list[Segment]:
         """The episode's segments: prompt, then observation/action pairs for turns ``< upto``,
@@ -128,19 +141,36 @@ class LMPolicy:
         segs: list[Segment] = [("prompt", c.bos)] if c.bos else []
         obs = episode.initial_observation
         turns = episode.transitions if upto is None else episode.transitions[:upto]
-        for tr in turns:
+        for t, tr in enumerate(turns):
             segs.append(("observation", self._obs_tokens(obs)))
-            segs.append(("action", self.action_tokens(str(tr.action))))
+            segs.append(("action", self.action_tokens(str(tr.action), episode, t)))
             obs = tr.next_observation
         if upto is not None:
             segs.append(("observation", self._obs_tokens(obs)))
         return segs
 
-    def action_tokens(self, action: str) -> list[int]:
-        """The tokens of an action: the sampled ones for actions this policy wrote (``EOS``
-        included only if it was sampled), else the encoded text and ``EOS``."""
-        ids = self._sampled.get(action)
-        return list(ids) if ids is not None else [*self.codec.encode(action), self.codec.eos_id]
+    def action_tokens(
+        self, action: str, episode: Episode | None = None, turn: int | None = None
+    ) -> list[int]:
+        """The tokens of an action: the ids this policy sampled for turn ``turn`` of
+        ``episode`` (``EOS`` included only if it was sampled), else the encoded text and
+        ``EOS`` (actions written by someone else, e.g. SFT traces)."""
+        if episode is not None and turn is not None:
+            entry = self._sampled.get(id(episode))
+            if entry is not None and entry[0]() is episode:
+                text_ids = entry[1].get(turn)
+                if text_ids is not None and text_ids[0] == action:
+                    return list(text_ids[1])
+        return [*self.codec.encode(action), self.codec.eos_id]
+
+    def _remember(self, episode: Episode, text: str, ids: list[int]) -> None:
+        entry = self._sampled.get(id(episode))
+        if entry is None or entry[0]() is not episode:
+            if len(self._sampled) > 10_000:  # forget episodes that no longer exist
+                self._sampled = {k: v for k, v in self._sampled.items() if v[0]() is not None}
+            entry = (weakref.ref(episode), {})
+            self._sampled[id(episode)] = entry
+        entry[1][episode.length] = (text, ids)
 
     def tokenize(self, episode: Episode) -> TokenizedEpisode:
         """The finished episode as training tokens (actions re-encoded from their text)."""
@@ -156,12 +186,11 @@ class LMPolicy:
         if not episodes:
             return []
         outs = self.generate([self.context(e) for e in episodes])
-        if len(self._sampled) > 100_000:
-            self._sampled.clear()
         actions = []
-        for ids in outs:
+        for ep, ids in zip(episodes, outs, strict=True):
             text = self.codec.decode([i for i in ids if i != self.codec.eos_id])
-            self._sampled[text] = ids
+            if isinstance(ep, Episode):
+                self._remember(ep, text, ids)
             actions.append(text)
         return actions
 
@@ -193,18 +222,27 @@ class LMPolicy:
         ids, att = ids.to(dev), att.to(dev)
         pos = (att.cumsum(-1) - 1).clamp(min=0)
         cache_kw = _cache_keyword(self.model)
-        out = self.model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
+        keep = _logits_to_keep(self.model)
+        limit = getattr(c, "action_vocab_size", None)
+        out = self.model(
+            input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **keep
+        )
         past = out[cache_kw]
         logits = out.logits[:, -1, :]
         next_pos = pos[:, -1:] + 1
         done = torch.zeros(b, dtype=torch.bool, device=dev)
         gen: list[list[int]] = [[] for _ in range(b)]
         for step in range(self.max_new_tokens):
+            if limit:
+                logits = logits[:, :limit]
             if self.greedy:
                 tok = logits.argmax(-1)
-            else:
+            else:  # inverse-CDF sampling (torch.multinomial is several times slower on CPU)
                 probs = torch.softmax(logits.float() / self.temperature, dim=-1)
-                tok = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+                u = torch.rand((b, 1), generator=self.generator, device=dev)
+                cdf = probs.cumsum(-1)
+                tok = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
+                tok = tok.clamp(max=probs.shape[-1] - 1)
             toks = tok.tolist()
             finished = done.tolist()
             for i in range(b):

@@ -1,0 +1,168 @@
+"""A small GPT in plain torch: the reference trainer's default policy model.
+
+The architecture is GPT-2's (learned positions, pre-norm blocks, GELU MLP, tied input and
+output embeddings), written out so that one decoding step of a tiny model costs a few
+hundred microseconds: a Hugging Face model of the same size spends several milliseconds per
+call in generic Python (mask building, cache objects), and a turn of generation makes a dozen
+such calls. It exposes the small part of the Hugging Face interface that
+:class:`~gemgym.rl.trainer.policy.LMPolicy` and the losses use (``input_ids``,
+``attention_mask``, ``position_ids``, ``past_key_values``, ``logits_to_keep``,
+``get_output_embeddings``, ``base_model_prefix``), so the trainer treats both alike; any
+Hugging Face model path still works through ``--model``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["TinyGPT", "TinyGPTConfig"]
+
+Cache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class TinyGPTConfig:
+    """Sizes of a :class:`TinyGPT`."""
+
+    vocab_size: int
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    n_positions: int = 512
+
+
+class _Out(dict[str, Any]):
+    """A model output readable as ``out.logits`` and ``out["past_key_values"]``."""
+
+    __getattr__ = dict.__getitem__
+
+
+class _Block(nn.Module):
+    def __init__(self, cfg: TinyGPTConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.fc_out = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        past: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        b, t, c = x.shape
+        h = self.n_head
+        q, k, v = self.qkv(self.ln_1(x)).split(c, dim=2)
+        q = q.view(b, t, h, c // h).transpose(1, 2)
+        k = k.view(b, t, h, c // h).transpose(1, 2)
+        v = v.view(b, t, h, c // h).transpose(1, 2)
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        if mask is None:  # training: right padding needs only the causal mask
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        x = x + self.fc_out(F.gelu(self.fc(self.ln_2(x))))
+        return x, (k, v)
+
+
+class _Trunk(nn.Module):
+    """Embeddings, blocks and the final norm: hidden states without the output layer."""
+
+    def __init__(self, cfg: TinyGPTConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.wpe = nn.Embedding(cfg.n_positions, cfg.n_embd)
+        self.h = nn.ModuleList(_Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+    ) -> _Out:
+        b, t = input_ids.shape
+        past_len = 0 if not past_key_values else past_key_values[0][0].shape[2]
+        if position_ids is None:
+            position_ids = torch.arange(past_len, past_len + t, device=input_ids.device)[None, :]
+        x = self.wte(input_ids) + self.wpe(position_ids)
+        mask = None
+        if attention_mask is not None:  # (b, past + t) key mask, 1 = real token
+            mask = attention_mask[:, None, None, :].bool()
+            if t > 1:  # a prompt: causal too (one new token may see every key)
+                causal = torch.ones(t, past_len + t, dtype=torch.bool, device=x.device)
+                mask = mask & causal.tril(past_len)[None, None]
+                # a fully masked row (a pad query) would give NaN: let every query see itself
+                idx = torch.arange(t, device=x.device)
+                mask[:, :, idx, past_len + idx] = True
+        elif past_len:
+            raise ValueError("decoding with a cache needs the attention_mask")
+        cache: Cache = []
+        for i, block in enumerate(self.h):
+            x, kv = block(x, mask, past_key_values[i] if past_key_values else None)
+            cache.append(kv)
+        return _Out(last_hidden_state=self.ln_f(x), past_key_values=cache)
+
+
+class TinyGPT(nn.Module):
+    """GPT-2's architecture in a few lines of torch; see the module docstring."""
+
+    base_model_prefix = "transformer"
+
+    def __init__(self, config: TinyGPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.transformer = _Trunk(config)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied, as in GPT-2
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # GPT-2's scaled init of residual outputs
+            if name.endswith(("proj.weight", "fc_out.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def get_output_embeddings(self) -> nn.Module:
+        """The output layer (tied to the token embeddings)."""
+        return self.lm_head
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool = False,
+        logits_to_keep: int = 0,
+    ) -> _Out:
+        """``out.logits`` (the last ``logits_to_keep`` positions, or all with 0) and, with
+        ``use_cache``, ``out.past_key_values`` to pass to the next call."""
+        out = self.transformer(input_ids, attention_mask, position_ids, past_key_values)
+        hidden = out.last_hidden_state
+        if logits_to_keep:
+            hidden = hidden[:, -logits_to_keep:, :]
+        return _Out(
+            logits=self.lm_head(hidden),
+            past_key_values=out.past_key_values if use_cache else None,
+        )
