@@ -71,3 +71,38 @@ def test_ray_async_and_close_kills_actors(cluster: None) -> None:
     for actor in actors:
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(actor.ready.remote(), timeout=30)
+
+
+def test_ray_actor_crash_and_hang_are_isolated(cluster: None) -> None:
+    """A dead or hung actor is replaced; its envs come back truncated with worker_error."""
+    import functools
+
+    from gemgym.vector import make_vector_env
+    from gemgym.vector.synthetic import FaultyEnv
+
+    venv = make_vector_env(
+        env_fns=[functools.partial(FaultyEnv, episode_length=50)] * 4,
+        backend="ray",
+        num_actors=2,
+        step_timeout=5.0,
+    )
+    try:
+        venv.reset(seed=0)
+        obs, rew, term, trunc, infos = venv.step({0: "crash", 3: "ok"})
+        assert trunc.tolist() == [True, False]
+        assert "worker_error" in infos[0] and "died" in infos[0]["worker_error"]
+        assert venv.restarts == 1  # type: ignore[attr-defined]
+        # env 1 lived in the lost actor but was not stepped: its report is owed now
+        obs, rew, term, trunc, infos = venv.step(["ok"] * 4)
+        assert trunc.tolist() == [False, True, False, False]
+        assert "worker_error" in infos[1] and "worker_error" not in infos[0]
+        assert obs[0].startswith("step 1")  # env 0 started a fresh episode (same_step)
+        obs, rew, term, trunc, infos = venv.step(["ok", "ok", "hang", "ok"])
+        assert trunc.tolist() == [False, False, True, True]
+        assert "no reply within 5.0 s" in infos[2]["worker_error"]
+        with pytest.raises(ValueError, match="asked to raise"):  # the env's own exception
+            venv.step(["raise", "ok", "ok", "ok"])
+        out = venv.step(["ok"] * 4)
+        assert len(out[0]) == 4
+    finally:
+        venv.close()

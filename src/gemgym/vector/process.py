@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
@@ -48,13 +48,16 @@ from gemgym.vector.base import (
     EnvSlot,
     ResetItem,
     StepTuple,
+    VecStep,
     VectorEnv,
     group_items,
+    stack,
 )
 
 __all__ = ["ProcessVectorEnv"]
 
 _PR_SET_PDEATHSIG = 1
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
 # -- worker side --------------------------------------------------------------------------------
@@ -99,20 +102,29 @@ def _worker_main(
     with contextlib.suppress(OSError):
         os.setpgrp()  # its own process group: terminal Ctrl-C goes to the parent only
     _die_with_parent(parent_pid)
+    dumps, loads, send, recv = pickle.dumps, pickle.loads, conn.send_bytes, conn.recv_bytes
     try:
         slots = [EnvSlot(r.build(), mode, needs_reset) for r in recipes]
     except BaseException as e:
-        conn.send(("error", _pack_error(e)))
+        send(dumps(("error", _pack_error(e)), _PROTOCOL))
         return
-    conn.send(("ok", os.getpid()))
+    send(dumps(("ok", os.getpid()), _PROTOCOL))
     while True:
         try:
-            cmd, payload = conn.recv()
+            cmd, payload = loads(recv())
         except (EOFError, OSError, KeyboardInterrupt):
             break
         try:
-            if cmd == "step":
-                out: Any = [slots[j].step(a) for j, a in payload]
+            if cmd == "stepall":  # one action per env of this worker, in order: the hot path
+                out: Any = []
+                for slot, action in zip(slots, payload, strict=True):
+                    if slot.needs_reset:
+                        out.append(slot.step(action))
+                        continue
+                    result = slot.env.step(action)
+                    out.append(slot.finish(result) if result[2] or result[3] else result)
+            elif cmd == "step":
+                out = [slots[j].step(a) for j, a in payload]
             elif cmd == "reset":
                 out = [slots[j].reset(s, o) for j, s, o in payload]
             elif cmd == "call":
@@ -122,13 +134,13 @@ def _worker_main(
                 for s in slots:
                     with contextlib.suppress(Exception):
                         s.env.close()
-                conn.send(("ok", None))
+                send(dumps(("ok", None), _PROTOCOL))
                 break
             else:  # pragma: no cover - internal protocol
                 raise VectorEnvError(f"unknown command {cmd!r}")
-            conn.send(("ok", out))
+            send(dumps(("ok", out), _PROTOCOL))
         except BaseException as e:
-            conn.send(("error", _pack_error(e)))
+            send(dumps(("error", _pack_error(e)), _PROTOCOL))
 
 
 # -- parent side --------------------------------------------------------------------------------
@@ -141,7 +153,9 @@ class _Worker:
 
     def __init__(self, index: int, env_indices: list[int]) -> None:
         self.index = index
-        self.env_indices = env_indices
+        self.env_indices = env_indices  # a contiguous block
+        self.lo = env_indices[0] if env_indices else 0
+        self.hi = self.lo + len(env_indices)
         self.lock = threading.Lock()
         self.process: Any = None
         self.conn: Connection | None = None
@@ -286,7 +300,7 @@ class ProcessVectorEnv(VectorEnv):
         if wk.conn is None:
             raise _WorkerLost("worker is not running")
         try:
-            wk.conn.send(msg)
+            wk.conn.send_bytes(pickle.dumps(msg, _PROTOCOL))
         except (BrokenPipeError, ConnectionResetError, EOFError) as e:
             raise _WorkerLost(f"worker process died ({self._exit_status(wk)})") from e
 
@@ -313,7 +327,7 @@ class ProcessVectorEnv(VectorEnv):
             if deadline is not None and not conn.poll(max(0.0, deadline - time.monotonic())):
                 limit = self.step_timeout if what != "starting" else self.start_timeout
                 raise _WorkerLost(f"no reply within {limit} s while {what}")
-            status, payload = conn.recv()
+            status, payload = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError) as e:
             raise _WorkerLost(f"worker process died while {what} ({self._exit_status(wk)})") from e
         if status == "error":
@@ -331,6 +345,49 @@ class ProcessVectorEnv(VectorEnv):
         return group_items(self._where, items)
 
     # -- backend hooks -------------------------------------------------------------------------
+    def step(self, actions: Sequence[Any] | Mapping[int, Any]) -> VecStep:
+        workers = self._workers
+        if (
+            type(actions) is not list
+            or len(actions) != self.num_envs
+            or self._closed
+            or any(wk.pending for wk in workers)
+        ):
+            return super().step(actions)  # partial steps, owed reports, checks and errors
+        # the hot path: one "stepall" message per worker with its block of actions
+        for wk in workers:
+            wk.lock.acquire()
+        try:
+            parts: list[list[Any]] = [[] for _ in workers]
+            sent: list[_Worker] = []
+            for wk in workers:
+                try:
+                    self._send(wk, ("stepall", actions[wk.lo : wk.hi]))
+                    sent.append(wk)
+                except _WorkerLost as e:
+                    parts[wk.index] = self._lost_block(wk, actions, str(e))
+            deadline = self._deadline()
+            error: BaseException | None = None
+            for wk in sent:
+                try:
+                    parts[wk.index] = self._recv(wk, deadline, "stepping")
+                except _WorkerLost as e:
+                    parts[wk.index] = self._lost_block(wk, actions, str(e))
+                except Exception as e:  # an env raised: read the other replies, then raise
+                    error = error or e
+            if error is not None:
+                raise error
+        finally:
+            for wk in workers:
+                wk.lock.release()
+        return stack([r for part in parts for r in part])
+
+    def _lost_block(self, wk: _Worker, actions: list[Any], reason: str) -> list[StepTuple]:
+        todo = [(wk.lo + j, j, a) for j, a in enumerate(actions[wk.lo : wk.hi])]
+        results: list[Any] = [None] * self.num_envs
+        self._fill_lost(wk, todo, results, reason)
+        return results[wk.lo : wk.hi]
+
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         results: list[Any] = [None] * len(items)
         groups = self._groups(items)
@@ -464,7 +521,7 @@ class ProcessVectorEnv(VectorEnv):
                 if wk.conn is not None:
                     with contextlib.suppress(Exception):
                         if wk.conn.poll(5):
-                            wk.conn.recv()
+                            wk.conn.recv_bytes()
                     if wk.process is not None:
                         wk.process.join(5)
                 self._kill(wk)

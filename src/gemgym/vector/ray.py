@@ -5,6 +5,12 @@ Each actor hosts a block of envs and steps them in one call; actors are placed b
 the cluster. If Ray is not initialised yet, ``ray.init()`` is called with its defaults (connect
 to ``RAY_ADDRESS`` or start a local cluster); :meth:`RayVectorEnv.close` kills the actors but
 leaves Ray running.
+
+Crash isolation works as in the ``process`` backend: an actor that dies (its process crashed or
+its node was lost) or takes longer than ``step_timeout`` seconds for a step is killed and
+replaced, its envs are rebuilt, and each of them is reported once as ``truncated=True``, reward
+0, with ``info["worker_error"]``; the other actors' results come back as usual. An exception
+raised by an env is re-raised as itself (not as Ray's wrapper), and the actor stays up.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gemgym.errors import missing_dependency
+from gemgym.errors import VectorEnvError, missing_dependency
 from gemgym.vector.base import (
     AutoresetMode,
     EnvRecipe,
@@ -30,11 +36,17 @@ from gemgym.vector.base import (
 __all__ = ["RayVectorEnv"]
 
 
+class _ActorLost(Exception):
+    """An actor died or timed out; the message says which."""
+
+
 class _EnvGroup:
     """The body of one Ray actor: a few env slots."""
 
-    def __init__(self, recipes: list[EnvRecipe], mode: AutoresetMode) -> None:
-        self.slots = [EnvSlot(r.build(), mode) for r in recipes]
+    def __init__(
+        self, recipes: list[EnvRecipe], mode: AutoresetMode, needs_reset: bool = False
+    ) -> None:
+        self.slots = [EnvSlot(r.build(), mode, needs_reset) for r in recipes]
 
     def ready(self) -> bool:
         return True
@@ -72,6 +84,11 @@ class RayVectorEnv(VectorEnv):
             one per env).
         actor_options: passed to ``.options()`` of each actor (default ``{"num_cpus": 0}``, so
             that actors do not reserve cluster CPUs; pass ``{"num_cpus": 1}`` to spread them).
+        step_timeout: seconds an actor may take for one (batched) step before it is killed and
+            replaced; ``None`` waits forever (a dead actor is still detected).
+
+    Attributes:
+        restarts: how many times an actor was replaced.
     """
 
     backend = "ray"
@@ -83,8 +100,13 @@ class RayVectorEnv(VectorEnv):
         autoreset_mode: AutoresetMode | str | None = None,
         num_actors: int | None = None,
         actor_options: Mapping[str, Any] | None = None,
+        step_timeout: float | None = None,
     ) -> None:
         self._init_common(recipes, autoreset_mode)
+        if step_timeout is not None and step_timeout <= 0:
+            raise VectorEnvError(f"step_timeout must be positive seconds, got {step_timeout}")
+        self.step_timeout = step_timeout
+        self.restarts = 0
         ray = self._ray = _import_ray()
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
@@ -95,12 +117,11 @@ class RayVectorEnv(VectorEnv):
         per = math.ceil(n / a)
         blocks = [list(range(s, min(s + per, n))) for s in range(0, n, per)]
         self._where = [(k, j) for k, block in enumerate(blocks) for j in range(len(block))]
+        self._blocks = blocks
+        self._pending: list[dict[int, StepTuple]] = [{} for _ in blocks]  # reports owed
         options = dict(actor_options) if actor_options is not None else {"num_cpus": 0}
-        remote_cls = ray.remote(_EnvGroup).options(**options)
-        self._actors = [
-            remote_cls.remote([self.recipes[i] for i in block], self.autoreset_mode)
-            for block in blocks
-        ]
+        self._remote_cls = ray.remote(_EnvGroup).options(**options)
+        self._actors = [self._new_actor(k) for k in range(len(blocks))]
         try:  # surface construction errors now
             ray.get([actor.ready.remote() for actor in self._actors])
         except BaseException:
@@ -111,38 +132,128 @@ class RayVectorEnv(VectorEnv):
     def _groups(self, items: Sequence[tuple[int, Any]]) -> dict[int, list[tuple[int, int, Any]]]:
         return group_items(self._where, items)
 
-    def _dispatch(self, method: str, items: Sequence[tuple[int, Any]]) -> tuple[list[Any], Any]:
-        groups = self._groups(items)
-        refs = []
-        for k, group in groups.items():
-            payload = [(j, *p) if method == "reset" else (j, p) for _, j, p in group]
-            refs.append(getattr(self._actors[k], method).remote(payload))
-        return list(groups.values()), refs
+    def _new_actor(self, k: int, needs_reset: bool = False) -> Any:
+        recipes = [self.recipes[i] for i in self._blocks[k]]
+        return self._remote_cls.remote(recipes, self.autoreset_mode, needs_reset)
 
-    @staticmethod
-    def _merge(n: int, groups: list[Any], outs: list[list[Any]]) -> list[Any]:
-        results: list[Any] = [None] * n
-        for group, out in zip(groups, outs, strict=True):
-            for (pos, _, _), res in zip(group, out, strict=True):
+    def _replace(self, k: int, reason: str) -> None:
+        """Replace a lost actor; owe every one of its envs a truncation report."""
+        ray = self._ray
+        with contextlib.suppress(Exception):
+            ray.kill(self._actors[k])
+        self.restarts += 1
+        mode = self.autoreset_mode
+        actor = self._actors[k] = self._new_actor(k, needs_reset=mode is AutoresetMode.NEXT_STEP)
+        msg = f"actor {k} was replaced: {reason}; this env's episode was cut short"
+        local = range(len(self._blocks[k]))
+        pending = self._pending[k]
+        if mode is AutoresetMode.SAME_STEP:
+            fresh = ray.get(actor.reset.remote([(j, None, None) for j in local]))
+            for j, (obs, info) in zip(local, fresh, strict=True):
+                full = {**info, "worker_error": msg, "final_obs": None}
+                full["final_info"] = {"worker_error": msg}
+                pending[j] = (obs, 0.0, False, True, full)
+        else:
+            ray.get(actor.ready.remote())
+            for j in local:
+                pending[j] = (None, 0.0, False, True, {"worker_error": msg})
+
+    def _send_steps(
+        self, items: list[tuple[int, Any]]
+    ) -> tuple[list[Any], list[tuple[int, list[tuple[int, int, Any]], Any]]]:
+        """Fill owed reports into the results; send the rest, one call per actor."""
+        results: list[Any] = [None] * len(items)
+        sent: list[tuple[int, list[tuple[int, int, Any]], Any]] = []
+        for k, group in self._groups(items).items():
+            pending = self._pending[k]
+            todo = []
+            for pos, j, action in group:
+                owed = pending.pop(j, None)
+                if owed is not None:
+                    results[pos] = owed
+                else:
+                    todo.append((pos, j, action))
+            if todo:
+                sent.append((k, todo, self._actors[k].step.remote([(j, a) for _, j, a in todo])))
+        return results, sent
+
+    def _fill(
+        self, results: list[Any], k: int, todo: list[tuple[int, int, Any]], out: Any
+    ) -> BaseException | None:
+        """Put actor ``k``'s reply (or its failure) into the results; an env error is returned."""
+        ray = self._ray
+        if isinstance(out, (_ActorLost, ray.exceptions.RayActorError)):
+            reason = str(out) if isinstance(out, _ActorLost) else "the actor died"
+            self._replace(k, reason)
+            out = [self._pending[k].pop(j) for _, j, _ in todo]
+        elif isinstance(out, ray.exceptions.RayTaskError):  # the env raised: its own exception
+            cause = out.as_instanceof_cause()
+            inner = getattr(cause, "cause", None)
+            return inner if isinstance(inner, BaseException) else cause
+        elif isinstance(out, BaseException):
+            return out
+        for (pos, _, _), res in zip(todo, out, strict=True):
+            results[pos] = res
+        return None
+
+    def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
+        ray = self._ray
+        results, sent = self._send_steps(items)
+        deadline = None if self.step_timeout is None else time.monotonic() + self.step_timeout
+        error: BaseException | None = None
+        for k, todo, ref in sent:
+            out: Any
+            try:
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                out = ray.get(ref, timeout=timeout)
+            except ray.exceptions.GetTimeoutError:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+                out = _ActorLost(f"no reply within {self.step_timeout} s while stepping")
+            except Exception as e:  # the actor died or an env raised
+                out = e
+            error = self._fill(results, k, todo, out) or error
+        if error is not None:
+            raise error
+        return results
+
+    def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
+        ray = self._ray
+        results: list[Any] = [None] * len(items)
+        groups = self._groups([(i, (s, o)) for i, s, o in items])
+        sent = []
+        for k, group in groups.items():
+            payload = [(j, s, o) for _, j, (s, o) in group]
+            sent.append((k, group, payload, self._actors[k].reset.remote(payload)))
+        for k, group, payload, ref in sent:
+            try:
+                out = ray.get(ref)
+            except ray.exceptions.RayActorError:  # replace it and reset there
+                self._replace(k, "the actor died")
+                out = ray.get(self._actors[k].reset.remote(payload))
+            except ray.exceptions.RayTaskError as e:
+                cause = e.as_instanceof_cause()
+                inner = getattr(cause, "cause", None)
+                raise (inner if isinstance(inner, BaseException) else cause) from None
+            for (pos, j, _), res in zip(group, out, strict=True):
+                self._pending[k].pop(j, None)
                 results[pos] = res
         return results
 
-    def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
-        groups, refs = self._dispatch("step", items)
-        return self._merge(len(items), groups, self._ray.get(refs))
-
-    def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
-        plan = [(i, (s, o)) for i, s, o in items]
-        groups, refs = self._dispatch("reset", plan)
-        return self._merge(len(items), groups, self._ray.get(refs))
-
     async def _astep_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
-        groups, refs = self._dispatch("step", items)
-        return self._merge(len(items), groups, list(await asyncio.gather(*refs)))
+        if self.step_timeout is not None:  # timeouts are kept by the blocking path
+            return await asyncio.get_running_loop().run_in_executor(None, self._step_items, items)
+        results, sent = self._send_steps(items)
+        outs = await asyncio.gather(*(ref for _, _, ref in sent), return_exceptions=True)
+        error: BaseException | None = None
+        for (k, todo, _), out in zip(sent, outs, strict=True):
+            error = self._fill(results, k, todo, out) or error
+        if error is not None:
+            raise error
+        return results
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
-        groups, refs = self._dispatch("reset", [(i, (s, o)) for i, s, o in items])
-        return self._merge(len(items), groups, list(await asyncio.gather(*refs)))
+        return await asyncio.get_running_loop().run_in_executor(None, self._reset_items, items)
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
         outs = self._ray.get([actor.call.remote(name, args) for actor in self._actors])

@@ -3,13 +3,54 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from queue import SimpleQueue
 from typing import Any
 
 from gemgym.vector.base import AutoresetMode, EnvRecipe, EnvSlot, ResetItem, StepTuple, VectorEnv
 
 __all__ = ["ThreadVectorEnv"]
+
+
+class _Batch:
+    """One dispatched batch: its results, a countdown, and what to do when it reaches 0
+    (set ``done``, or call ``callback`` for an asyncio caller)."""
+
+    __slots__ = ("callback", "done", "error", "lock", "remaining", "results")
+
+    def __init__(self, n: int, callback: Callable[[], None] | None = None) -> None:
+        self.results: list[Any] = [None] * n
+        self.remaining = n
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.callback = callback
+        self.error: BaseException | None = None
+
+    def finish_one(self) -> None:
+        with self.lock:
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            if self.callback is not None:
+                self.callback()
+            else:
+                self.done.set()
+
+
+def _serve(queue: SimpleQueue[Any]) -> None:
+    """A dispatch thread: run ``(batch, position, function, args)`` items until ``None``."""
+    while True:
+        item = queue.get()
+        if item is None:
+            return
+        batch, pos, fn, args = item
+        try:
+            batch.results[pos] = fn(*args)
+        except BaseException as e:
+            batch.error = batch.error or e
+        batch.finish_one()
 
 
 class ThreadVectorEnv(VectorEnv):
@@ -36,9 +77,23 @@ class ThreadVectorEnv(VectorEnv):
         max_workers: int | None = None,
     ) -> None:
         self._init_common(recipes, autoreset_mode)
-        workers = max_workers if max_workers is not None else min(self.num_envs, 512)
-        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="gemgym-vec")
-        self.slots = list(self._pool.map(self._build, self.recipes))
+        workers = max(1, max_workers if max_workers is not None else min(self.num_envs, 512))
+        # Batches go through a queue served by plain threads with one countdown per batch (a
+        # future per env, as with ThreadPoolExecutor, costs a third of a 20 ms step at N=256).
+        self._queue: SimpleQueue[Any] = SimpleQueue()
+        self._threads = [
+            threading.Thread(
+                target=_serve, args=(self._queue,), daemon=True, name=f"gemgym-vec-{k}"
+            )
+            for k in range(workers)
+        ]
+        for t in self._threads:
+            t.start()
+        try:
+            self.slots: list[EnvSlot] = self._run([(self._build, (r,)) for r in self.recipes])
+        except BaseException:
+            self._stop_threads()
+            raise
 
     def _build(self, recipe: EnvRecipe) -> EnvSlot:
         return EnvSlot(recipe.build(), self.autoreset_mode)
@@ -48,43 +103,71 @@ class ThreadVectorEnv(VectorEnv):
         """The env objects (this process holds them)."""
         return [s.env for s in self.slots]
 
+    def _run(self, calls: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+        """Run the calls in the dispatch threads; results in order (the first error raised)."""
+        if len(calls) == 1:
+            fn, args = calls[0]
+            return [fn(*args)]
+        batch = _Batch(len(calls))
+        put = self._queue.put
+        for pos, (fn, args) in enumerate(calls):
+            put((batch, pos, fn, args))
+        batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return batch.results
+
+    async def _arun(self, calls: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+        """:meth:`_run` for asyncio: the event loop is woken once, when the batch is done."""
+        if not calls:
+            return []
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def resolve() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+                loop.call_soon_threadsafe(resolve)
+
+        batch = _Batch(len(calls), wake)
+        put = self._queue.put
+        for pos, (fn, args) in enumerate(calls):
+            put((batch, pos, fn, args))
+        await fut
+        if batch.error is not None:
+            raise batch.error
+        return batch.results
+
     def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
         slots = self.slots
-        futures = [self._pool.submit(slots[i].reset, s, o) for i, s, o in items]
-        return [f.result() for f in futures]
+        return self._run([(slots[i].reset, (s, o)) for i, s, o in items])
 
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         slots = self.slots
-        if len(items) == 1:
-            i, a = items[0]
-            return [slots[i].step(a)]
-        futures = [self._pool.submit(slots[i].step, a) for i, a in items]
-        return [f.result() for f in futures]
+        return self._run([(slots[i].step, (a,)) for i, a in items])
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
-        futures = [self._pool.submit(s.call, name, args) for s in self.slots]
-        return [f.result() for f in futures]
+        return self._run([(s.call, (name, args)) for s in self.slots])
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
-        loop = asyncio.get_running_loop()
         slots = self.slots
-        return list(
-            await asyncio.gather(
-                *(loop.run_in_executor(self._pool, slots[i].reset, s, o) for i, s, o in items)
-            )
-        )
+        return await self._arun([(slots[i].reset, (s, o)) for i, s, o in items])
 
     async def _astep_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
-        loop = asyncio.get_running_loop()
         slots = self.slots
-        return list(
-            await asyncio.gather(
-                *(loop.run_in_executor(self._pool, slots[i].step, a) for i, a in items)
-            )
-        )
+        return await self._arun([(slots[i].step, (a,)) for i, a in items])
 
     def _close(self) -> None:
         try:
-            list(self._pool.map(lambda s: s.env.close(), self.slots))
+            self._run([(s.env.close, ()) for s in self.slots])
         finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._stop_threads()
+
+    def _stop_threads(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join(5)
