@@ -65,6 +65,13 @@ def main() -> None:
     ap.add_argument("--env", default="game:GuessTheNumber-v0-easy")
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument(
+        "--runs",
+        nargs="+",
+        default=None,
+        metavar="CONFIG:SEED",
+        help="an explicit list of runs, in order (instead of --configs x --seeds)",
+    )
     ap.add_argument("--budget", type=float, default=1200.0, help="seconds of training per run")
     ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--eval-episodes", type=int, default=1000)
@@ -78,6 +85,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     ap.add_argument("--n-layer", type=int, default=2)
     ap.add_argument("--n-embd", type=int, default=64)
+    ap.add_argument("--tokenizer", default="bytes", choices=["bytes", "words"])
+    ap.add_argument("--obs-max-tokens", type=int, default=128)
+    ap.add_argument(
+        "--init",
+        default=None,
+        help="warm-start checkpoint to share instead of training the SFT (its weights only)",
+    )
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default="docs/results")
     ap.add_argument("--work", default="runs/train_guess", help="checkpoints (resumable)")
@@ -108,48 +122,51 @@ def main() -> None:
         "threads": args.threads,
         "n_layer": args.n_layer,
         "n_embd": args.n_embd,
+        "tokenizer": args.tokenizer,
+        "obs_max_tokens": args.obs_max_tokens,
         "device": args.device,
     }
     sft_dir = work / tag / "sft"
-    sft_job = {
-        "name": "sft",
-        "verbose": args.verbose,
-        "config": {
-            **common,
-            "out_dir": str(sft_dir),
-            "updates": 0,
-            "sft_path": str(traces),
-            "sft_steps": args.sft_steps,
-            "sft_lr": 3e-3,
-        },
-    }
-    sft = run_one(sft_job)
+    sft_config: dict[str, Any] = {**common, "out_dir": str(sft_dir), "updates": 0}
+    if args.init:  # a given warm start, evaluated like a trained one
+        sft_config["init_checkpoint"] = args.init
+    else:
+        sft_config.update(sft_path=str(traces), sft_steps=args.sft_steps, sft_lr=3e-3)
+    sft = run_one({"name": "sft", "verbose": args.verbose, "config": sft_config})
     print(
         f"SFT warm start ({args.sft_steps} steps, {sft['train_time_s']} s): success "
         f"{sft['eval']['success_rate']:.1%}, mean turns {sft['eval']['mean_turns']:.2f} "
         f"({sft['eval']['episodes']} episodes)"
     )
     jobs = []
-    for name in args.configs:
-        for seed in args.seeds:
-            run = f"{name}-s{seed}"
-            jobs.append(
-                {
-                    "name": run,
-                    "verbose": args.verbose,
-                    "config": {
-                        **CONFIGS[name],
-                        **common,
-                        "out_dir": str(work / tag / run),
-                        "seed": seed,
-                        "time_budget_s": args.budget,
-                        "lr": args.lr,
-                        "epochs": args.epochs,
-                        "minibatches": args.minibatches,
-                        "init_checkpoint": str(sft_dir / "checkpoint.pt"),
-                    },
-                }
-            )
+    if args.runs:
+        plan = []
+        for item in args.runs:
+            name, _, seed_text = item.partition(":")
+            if name not in CONFIGS or not seed_text.isdigit():
+                ap.error(f"--runs takes CONFIG:SEED with CONFIG in {list(CONFIGS)}, got {item!r}")
+            plan.append((name, int(seed_text)))
+    else:
+        plan = [(name, seed) for name in args.configs for seed in args.seeds]
+    for name, seed in plan:
+        run = f"{name}-s{seed}"
+        jobs.append(
+            {
+                "name": run,
+                "verbose": args.verbose,
+                "config": {
+                    **CONFIGS[name],
+                    **common,
+                    "out_dir": str(work / tag / run),
+                    "seed": seed,
+                    "time_budget_s": args.budget,
+                    "lr": args.lr,
+                    "epochs": args.epochs,
+                    "minibatches": args.minibatches,
+                    "init_checkpoint": args.init or str(sft_dir / "checkpoint.pt"),
+                },
+            }
+        )
     if args.jobs > 1:
         with mp.get_context("spawn").Pool(args.jobs) as pool:
             finals = pool.map(run_one, jobs, chunksize=1)
@@ -163,6 +180,7 @@ def main() -> None:
         src = Path(job["config"]["out_dir"]) / "curves.csv"
         shutil.copy(src, out / f"{tag}_{job['name']}.csv")
         ev = final["eval"]
+        greedy = final.get("eval_greedy") or {}
         rows.append(
             {
                 "run": job["name"],
@@ -171,6 +189,8 @@ def main() -> None:
                 "eval_episodes": ev["episodes"],
                 "success": ev["success_rate"],
                 "mean_turns": ev["mean_turns"],
+                "greedy_success": greedy.get("success_rate", float("nan")),
+                "greedy_mean_turns": greedy.get("mean_turns", float("nan")),
                 "vs_random": ev["success_rate"] / max(baseline["success_rate"], 1e-9),
             }
         )
@@ -184,17 +204,19 @@ def main() -> None:
     }
     (out / f"summary_{tag}.json").write_text(json.dumps(summary, indent=2) + "\n")
     lines = [
-        "| run | updates | train s | eval episodes | success | mean turns | × random |",
-        "|---|---|---|---|---|---|---|",
+        "| run | updates | train s | eval episodes | success | mean turns | greedy success "
+        "| greedy turns | × random |",
+        "|---|---|---|---|---|---|---|---|---|",
         f"| random agent | – | – | 2000 | {baseline['success_rate']:.1%} | "
-        f"{baseline['mean_turns']:.2f} | 1.00 |",
+        f"{baseline['mean_turns']:.2f} | – | – | 1.00 |",
         f"| SFT warm start | – | {sft['train_time_s']:.0f} | {sft['eval']['episodes']} | "
-        f"{sft['eval']['success_rate']:.1%} | {sft['eval']['mean_turns']:.2f} | "
+        f"{sft['eval']['success_rate']:.1%} | {sft['eval']['mean_turns']:.2f} | – | – | "
         f"{sft['eval']['success_rate'] / max(baseline['success_rate'], 1e-9):.2f} |",
     ]
     lines += [
         f"| {r['run']} | {r['updates']} | {r['train_time_s']:.0f} | {r['eval_episodes']} | "
-        f"{r['success']:.1%} | {r['mean_turns']:.2f} | {r['vs_random']:.2f} |"
+        f"{r['success']:.1%} | {r['mean_turns']:.2f} | {r['greedy_success']:.1%} | "
+        f"{r['greedy_mean_turns']:.2f} | {r['vs_random']:.2f} |"
         for r in rows
     ]
     (out / f"summary_{tag}.md").write_text("\n".join(lines) + "\n")

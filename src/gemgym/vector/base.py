@@ -192,14 +192,15 @@ def group_items(
 
 def stack(results: Sequence[StepTuple]) -> VecStep:
     """Turn per-env results into the batched 5-tuple."""
+    n = len(results)
     obs, rewards, terminated, truncated, infos = (
         zip(*results, strict=True) if results else ([],) * 5
     )
     return (
         list(obs),
-        np.array(rewards, dtype=np.float64),
-        np.array(terminated, dtype=bool),
-        np.array(truncated, dtype=bool),
+        np.fromiter(rewards, np.float64, n),
+        np.fromiter(terminated, bool, n),
+        np.fromiter(truncated, bool, n),
         list(infos),
     )
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from gemgym.vector.base import (
     AutoresetMode,
@@ -34,6 +37,7 @@ class SyncVectorEnv(VectorEnv):
     ) -> None:
         self._init_common(recipes, autoreset_mode)
         self.slots = [EnvSlot(r.build(), self.autoreset_mode) for r in self.recipes]
+        self._steps: list[Any] | None = None  # bound env.step methods, made on first use
 
     @property
     def envs(self) -> list[Any]:
@@ -49,16 +53,45 @@ class SyncVectorEnv(VectorEnv):
         return [slots[i].step(a) for i, a in items]
 
     def step(self, actions: Sequence[Any] | Mapping[int, Any]) -> VecStep:
-        if type(actions) is not list or len(actions) != self.num_envs or self._closed:
+        n = self.num_envs
+        if type(actions) is not list or len(actions) != n or self._closed:
             return super().step(actions)  # partial steps, checks and errors
-        out = []
-        for slot, action in zip(self.slots, actions, strict=True):  # the hot loop
-            if slot.needs_reset:
-                out.append(slot.step(action))
-                continue
-            result = slot.env.step(action)
-            out.append(slot.finish(result) if result[2] or result[3] else result)
-        return stack(out)
+        slots = self.slots
+        if self.autoreset_mode is AutoresetMode.NEXT_STEP:
+            out = []
+            for slot, action in zip(slots, actions, strict=True):
+                if slot.needs_reset:
+                    out.append(slot.step(action))
+                    continue
+                result = slot.env.step(action)
+                out.append(slot.finish(result) if result[2] or result[3] else result)
+            return stack(out)
+        # SAME_STEP and DISABLED, the hot path: the envs' bound step methods are called from C
+        # (map + operator.call) and the columns are built once; only ended envs go through Python
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = [s.env.step for s in slots]
+        results = list(map(operator.call, steps, actions))
+        obs, rewards, terminated, truncated, infos = zip(*results, strict=True)
+        if any(terminated) or any(truncated):
+            obs_l, infos_l = list(obs), list(infos)
+            for i in range(n):
+                if terminated[i] or truncated[i]:
+                    obs_l[i], _, _, _, infos_l[i] = slots[i].finish(results[i])
+            return (
+                obs_l,
+                np.fromiter(rewards, np.float64, n),
+                np.fromiter(terminated, bool, n),
+                np.fromiter(truncated, bool, n),
+                infos_l,
+            )
+        return (
+            list(obs),
+            np.fromiter(rewards, np.float64, n),
+            np.zeros(n, dtype=bool),
+            np.zeros(n, dtype=bool),
+            list(infos),
+        )
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
         return [s.call(name, args) for s in self.slots]
