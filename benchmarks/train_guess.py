@@ -133,8 +133,9 @@ def main() -> None:
     else:
         sft_config.update(sft_path=str(traces), sft_steps=args.sft_steps, sft_lr=3e-3)
     sft = run_one({"name": "sft", "verbose": args.verbose, "config": sft_config})
+    what = f"from {args.init}" if args.init else f"{args.sft_steps} steps, {sft['train_time_s']} s"
     print(
-        f"SFT warm start ({args.sft_steps} steps, {sft['train_time_s']} s): success "
+        f"SFT warm start ({what}): success "
         f"{sft['eval']['success_rate']:.1%}, mean turns {sft['eval']['mean_turns']:.2f} "
         f"({sft['eval']['episodes']} episodes)"
     )
