@@ -244,3 +244,22 @@ def test_handles_step_independently_and_match_sync(backend: str) -> None:
         expected = asyncio.run(run(ref))
     with gemgym.make_vec("bench:Sleep-v0", 4, backend=backend, sleep_s=0.0) as venv:
         assert asyncio.run(run(venv)) == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_env_exception_is_raised_as_itself_and_the_batch_goes_on(backend: str) -> None:
+    import functools
+
+    from gemgym.vector.synthetic import FaultyEnv
+
+    opts: dict[str, Any] = {"num_workers": 2} if backend == "process" else {}
+    fns = [functools.partial(FaultyEnv, episode_length=50)] * 4
+    with make_vector_env(env_fns=fns, backend=backend, **opts) as venv:
+        venv.reset(seed=0)
+        with pytest.raises(ValueError, match="asked to raise"):
+            venv.step(["ok", "raise", "ok", "ok"])
+        with pytest.raises(ValueError, match="asked to raise"):
+            asyncio.run(venv.astep(["ok", "ok", "raise", "ok"]))
+        obs, rewards, terminated, truncated, infos = venv.step(["ok"] * 4)
+        assert len(obs) == 4 and not truncated.any()
+        assert all(isinstance(o, str) for o in obs)
