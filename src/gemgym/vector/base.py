@@ -190,6 +190,18 @@ def group_items(
     return groups
 
 
+def step_all(slots: Sequence[EnvSlot], actions: Sequence[Any]) -> list[StepTuple]:
+    """Step every slot with its action, autoreset applied: the backends' hot loop."""
+    out = []
+    for slot, action in zip(slots, actions, strict=True):
+        if slot.needs_reset:
+            out.append(slot.step(action))
+            continue
+        result = slot.env.step(action)
+        out.append(slot.finish(result) if result[2] or result[3] else result)
+    return out
+
+
 def stack(results: Sequence[StepTuple]) -> VecStep:
     """Turn per-env results into the batched 5-tuple."""
     n = len(results)

@@ -52,6 +52,7 @@ from gemgym.vector.base import (
     VectorEnv,
     group_items,
     stack,
+    step_all,
 )
 
 __all__ = ["ProcessVectorEnv"]
@@ -116,13 +117,7 @@ def _worker_main(
             break
         try:
             if cmd == "stepall":  # one action per env of this worker, in order: the hot path
-                out: Any = []
-                for slot, action in zip(slots, payload, strict=True):
-                    if slot.needs_reset:
-                        out.append(slot.step(action))
-                        continue
-                    result = slot.env.step(action)
-                    out.append(slot.finish(result) if result[2] or result[3] else result)
+                out: Any = step_all(slots, payload)
             elif cmd == "step":
                 out = [slots[j].step(a) for j, a in payload]
             elif cmd == "reset":

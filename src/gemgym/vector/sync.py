@@ -18,6 +18,7 @@ from gemgym.vector.base import (
     VecStep,
     VectorEnv,
     stack,
+    step_all,
 )
 
 __all__ = ["SyncVectorEnv"]
@@ -58,14 +59,7 @@ class SyncVectorEnv(VectorEnv):
             return super().step(actions)  # partial steps, checks and errors
         slots = self.slots
         if self.autoreset_mode is AutoresetMode.NEXT_STEP:
-            out = []
-            for slot, action in zip(slots, actions, strict=True):
-                if slot.needs_reset:
-                    out.append(slot.step(action))
-                    continue
-                result = slot.env.step(action)
-                out.append(slot.finish(result) if result[2] or result[3] else result)
-            return stack(out)
+            return stack(step_all(slots, actions))
         # SAME_STEP and DISABLED, the hot path: the envs' bound step methods are called from C
         # (map + operator.call) and the columns are built once; only ended envs go through Python
         steps = self._steps
