@@ -330,6 +330,12 @@ def test_config_errors() -> None:
         TrainConfig(estimator="gae", updates=1).validate()
     with pytest.raises(ConfigError, match="updates or a time budget"):
         TrainConfig().validate()
+    with pytest.raises(ConfigError, match=r"\['bytes', 'words'\].*'bpe'"):
+        TrainConfig(tokenizer="bpe", updates=1).validate()
+    with pytest.raises(ConfigError, match="its own tokenizer"):
+        TrainConfig(model="gpt2", tokenizer="words", updates=1).validate()
+    with pytest.raises(ConfigError, match="its own tokenizer"):  # never silently ignored
+        build_model("gpt2", tokenizer="words")
 
 
 def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

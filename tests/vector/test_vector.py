@@ -263,3 +263,16 @@ def test_env_exception_is_raised_as_itself_and_the_batch_goes_on(backend: str) -
         obs, rewards, terminated, truncated, infos = venv.step(["ok"] * 4)
         assert len(obs) == 4 and not truncated.any()
         assert all(isinstance(o, str) for o in obs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_reset_mask_and_empty_step_return_nothing(backend: str) -> None:
+    opts: dict[str, Any] = {"num_workers": 2} if backend == "process" else {}
+    with gemgym.make_vec(GTN, 3, backend=backend, backend_options=opts) as venv:
+        venv.reset(seed=0)
+        assert venv.reset(options={"reset_mask": [False] * 3}) == ([], [])
+        obs, rewards, terminated, truncated, infos = venv.step({})
+        assert obs == [] and infos == [] and rewards.shape == (0,) and terminated.shape == (0,)
+        obs, rewards, _, _, _ = asyncio.run(venv.astep({}))
+        assert obs == [] and rewards.shape == (0,)
+        assert len(venv.step(["\\boxed{1}"] * 3)[0]) == 3  # still usable

@@ -40,6 +40,13 @@ class _ActorLost(Exception):
     """An actor died or timed out; the message says which."""
 
 
+def _env_error(task_error: Any) -> BaseException:
+    """The env's own exception inside Ray's ``RayTaskError`` (or Ray's best stand-in)."""
+    cause = task_error.as_instanceof_cause()
+    inner = getattr(cause, "cause", None)
+    return inner if isinstance(inner, BaseException) else cause
+
+
 class _EnvGroup:
     """The body of one Ray actor: a few env slots."""
 
@@ -186,10 +193,8 @@ class RayVectorEnv(VectorEnv):
             reason = str(out) if isinstance(out, _ActorLost) else "the actor died"
             self._replace(k, reason)
             out = [self._pending[k].pop(j) for _, j, _ in todo]
-        elif isinstance(out, ray.exceptions.RayTaskError):  # the env raised: its own exception
-            cause = out.as_instanceof_cause()
-            inner = getattr(cause, "cause", None)
-            return inner if isinstance(inner, BaseException) else cause
+        elif isinstance(out, ray.exceptions.RayTaskError):  # the env raised
+            return _env_error(out)
         elif isinstance(out, BaseException):
             return out
         for (pos, _, _), res in zip(todo, out, strict=True):
@@ -232,9 +237,7 @@ class RayVectorEnv(VectorEnv):
                 self._replace(k, "the actor died")
                 out = ray.get(self._actors[k].reset.remote(payload))
             except ray.exceptions.RayTaskError as e:
-                cause = e.as_instanceof_cause()
-                inner = getattr(cause, "cause", None)
-                raise (inner if isinstance(inner, BaseException) else cause) from None
+                raise _env_error(e) from None
             for (pos, j, _), res in zip(group, out, strict=True):
                 self._pending[k].pop(j, None)
                 results[pos] = res

@@ -103,15 +103,19 @@ class ThreadVectorEnv(VectorEnv):
         """The env objects (this process holds them)."""
         return [s.env for s in self.slots]
 
-    def _run(self, calls: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
-        """Run the calls in the dispatch threads; results in order (the first error raised)."""
-        if len(calls) == 1:
-            fn, args = calls[0]
-            return [fn(*args)]
-        batch = _Batch(len(calls))
+    def _submit(
+        self, calls: list[tuple[Callable[..., Any], tuple[Any, ...]]], batch: _Batch
+    ) -> None:
         put = self._queue.put
         for pos, (fn, args) in enumerate(calls):
             put((batch, pos, fn, args))
+
+    def _run(self, calls: list[tuple[Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+        """Run the calls in the dispatch threads; results in order (the first error raised)."""
+        if len(calls) <= 1:  # nothing to overlap (and an empty batch would never finish)
+            return [fn(*args) for fn, args in calls]
+        batch = _Batch(len(calls))
+        self._submit(calls, batch)
         batch.done.wait()
         if batch.error is not None:
             raise batch.error
@@ -133,9 +137,7 @@ class ThreadVectorEnv(VectorEnv):
                 loop.call_soon_threadsafe(resolve)
 
         batch = _Batch(len(calls), wake)
-        put = self._queue.put
-        for pos, (fn, args) in enumerate(calls):
-            put((batch, pos, fn, args))
+        self._submit(calls, batch)
         await fut
         if batch.error is not None:
             raise batch.error

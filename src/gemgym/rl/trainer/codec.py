@@ -86,7 +86,7 @@ class WordTokenizer(ByteTokenizer):
     def __init__(self, buckets: int = 1024) -> None:
         super().__init__()
         self.buckets = buckets
-        self.word_base = 264
+        self.word_base = self.vocab_size  # word ids come after the byte and special ids
         self.vocab_size = self.word_base + buckets
 
     def encode_observation(self, text: str) -> list[int]:

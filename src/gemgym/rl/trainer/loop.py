@@ -37,6 +37,7 @@ from gemgym.experience import Episode, read_jsonl
 from gemgym.rl.advantages import ESTIMATORS
 from gemgym.rl.collector import Collector
 from gemgym.rl.tokens import TokenizedEpisode, pad_batch, token_weights
+from gemgym.rl.trainer.codec import TOKENIZERS
 from gemgym.rl.trainer.policy import LMPolicy, build_model
 
 __all__ = [
@@ -121,6 +122,15 @@ class TrainConfig:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.init_checkpoint and self.sft_path:
             raise ConfigError("give init_checkpoint (weights to start from) or sft_path, not both")
+        if self.tokenizer not in TOKENIZERS:
+            raise ConfigError(
+                f"tokenizer must be one of {list(TOKENIZERS)}, got {self.tokenizer!r}"
+            )
+        if self.model is not None and self.tokenizer != "bytes":
+            raise ConfigError(
+                f"tokenizer={self.tokenizer!r} is for the default model; a Hugging Face model "
+                "uses its own tokenizer"
+            )
         if self.epochs < 1 or self.minibatches < 1:
             raise ConfigError("epochs and minibatches must be >= 1")
         if self.minibatches > self.episodes_per_update:
@@ -496,7 +506,8 @@ class Trainer:
         state = torch.load(path, map_location=self.device, weights_only=False)
         saved = state["config"]
         for key in ("env_id", "model", "n_layer", "n_embd", "n_head", "n_positions", "tokenizer"):
-            if saved.get(key, "bytes" if key == "tokenizer" else None) != getattr(self.config, key):
+            # a key missing from an older checkpoint had the default of its time
+            if saved.get(key, getattr(TrainConfig, key)) != getattr(self.config, key):
                 raise ConfigError(
                     f"checkpoint {path} was made with {key}={saved.get(key)!r}, not "
                     f"{getattr(self.config, key)!r}; use another out_dir or the same settings"

@@ -44,9 +44,16 @@ def build_model(
     in plain torch) and needs no download: ``tokenizer="bytes"`` (:class:`ByteTokenizer`) or
     ``"words"`` (:class:`~gemgym.rl.trainer.codec.WordTokenizer`: observations as hashed
     words, about 3x shorter episodes). With the defaults it has about 150k parameters
-    (2 layers, width 64, 512 positions; 215k with ``"words"``). ``tokenizer`` is ignored for a
-    Hugging Face model, which brings its own.
+    (2 layers, width 64, 512 positions; 215k with ``"words"``). A Hugging Face model brings
+    its own tokenizer, so ``tokenizer`` must then stay ``"bytes"`` (the default).
     """
+    if model is not None and tokenizer != "bytes":
+        from gemgym.errors import ConfigError
+
+        raise ConfigError(
+            f"tokenizer={tokenizer!r} is for the default model; a Hugging Face model "
+            f"({model}) uses its own tokenizer: drop the tokenizer setting"
+        )
     if model is None:
         from gemgym.rl.trainer.tinygpt import TinyGPT, TinyGPTConfig
 
@@ -69,19 +76,15 @@ def build_model(
     return transformers.AutoModelForCausalLM.from_pretrained(model), HFCodec(hf_tokenizer)
 
 
-def _cache_keyword(model: Any) -> str:
-    """``"cache"`` (transformers >= 5.2x) or ``"past_key_values"`` (older releases)."""
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-def _logits_to_keep(model: Any) -> dict[str, int]:
-    """``{"logits_to_keep": 1}`` where the model supports it (the prompt needs one row)."""
+def _generation_kwargs(model: Any) -> tuple[str, dict[str, int]]:
+    """The model's cache keyword (``"cache"`` in transformers >= 5.2x, else
+    ``"past_key_values"``) and ``{"logits_to_keep": 1}`` where supported (a prompt needs one
+    row of logits)."""
     import inspect
 
     params = inspect.signature(model.forward).parameters
-    return {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    cache_kw = "cache" if "cache" in params else "past_key_values"
+    return cache_kw, ({"logits_to_keep": 1} if "logits_to_keep" in params else {})
 
 
 class LMPolicy:
@@ -221,8 +224,7 @@ class LMPolicy:
                 att[i, length - len(x) :] = 1
         ids, att = ids.to(dev), att.to(dev)
         pos = (att.cumsum(-1) - 1).clamp(min=0)
-        cache_kw = _cache_keyword(self.model)
-        keep = _logits_to_keep(self.model)
+        cache_kw, keep = _generation_kwargs(self.model)
         limit = getattr(c, "action_vocab_size", None)
         out = self.model(
             input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **keep

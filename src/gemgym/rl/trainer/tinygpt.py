@@ -1,10 +1,9 @@
 """A small GPT in plain torch: the reference trainer's default policy model.
 
 The architecture is GPT-2's (learned positions, pre-norm blocks, GELU MLP, tied input and
-output embeddings), written out so that one decoding step of a tiny model costs a few
-hundred microseconds: a Hugging Face model of the same size spends several milliseconds per
-call in generic Python (mask building, cache objects), and a turn of generation makes a dozen
-such calls. It exposes the small part of the Hugging Face interface that
+output embeddings), so that the default model needs no ``transformers``: with the same weights
+it computes what ``GPT2LMHeadModel`` computes (tested). It is no faster at the default size and
+byte-level contexts (the arithmetic dominates; see ``docs/rl.md``). It exposes the small part of the Hugging Face interface that
 :class:`~gemgym.rl.trainer.policy.LMPolicy` and the losses use (``input_ids``,
 ``attention_mask``, ``position_ids``, ``past_key_values``, ``logits_to_keep``,
 ``get_output_embeddings``, ``base_model_prefix``), so the trainer treats both alike; any
@@ -40,7 +39,11 @@ class TinyGPTConfig:
 class _Out(dict[str, Any]):
     """A model output readable as ``out.logits`` and ``out["past_key_values"]``."""
 
-    __getattr__ = dict.__getitem__
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class _Block(nn.Module):
