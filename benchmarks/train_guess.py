@@ -81,6 +81,14 @@ def main() -> None:
     ap.add_argument(
         "--minibatches", type=int, default=1, help="AdamW steps per pass (PPO-clipped reuse)"
     )
+    ap.add_argument("--warmup-updates", type=int, default=0, help="linear RL lr warm-up")
+    ap.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine"])
+    ap.add_argument("--episodes-per-update", type=int, default=64)
+    ap.add_argument(
+        "--overlap",
+        action="store_true",
+        help="collect the next batch while learning on this one (two cores per run)",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (one process each)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     ap.add_argument("--n-layer", type=int, default=2)
@@ -164,6 +172,10 @@ def main() -> None:
                     "lr": args.lr,
                     "epochs": args.epochs,
                     "minibatches": args.minibatches,
+                    "episodes_per_update": args.episodes_per_update,
+                    "warmup_updates": args.warmup_updates,
+                    "lr_schedule": args.lr_schedule,
+                    "overlap": args.overlap,
                     "init_checkpoint": args.init or str(sft_dir / "checkpoint.pt"),
                 },
             }

@@ -117,6 +117,49 @@ def run_vec(env_id: str, n: int, column: str, pool: list[Any], budget: float) ->
     return steps * n / elapsed
 
 
+def _spin(n: int) -> float:
+    """Pure-Python work; returns its own duration."""
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return time.perf_counter() - t0
+
+
+def _echo(conn: Any) -> None:
+    while True:
+        msg = conn.recv_bytes()
+        if not msg:
+            break
+        conn.send_bytes(msg)
+
+
+def machine_limits(work: int = 2_000_000, trips: int = 3000) -> tuple[float, float]:
+    """What this machine allows the ``process`` backend, measured now: the throughput of two
+    processes doing pure-Python work at once relative to one (2.0 on two free cores), and the
+    round trip of a 100-byte message to a worker process through a pipe, in µs."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver")
+    one = min(_spin(work) for _ in range(3))
+    with ctx.Pool(2) as pool:
+        two = min(max(pool.map(_spin, [work, work])) for _ in range(3))
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_echo, args=(child,), daemon=True)
+    proc.start()
+    msg = b"x" * 100
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(trips):
+            parent.send_bytes(msg)
+            parent.recv_bytes()
+        best = min(best, (time.perf_counter() - t0) / trips)
+    parent.send_bytes(b"")
+    proc.join(5)
+    return 2 * one / two, best * 1e6
+
+
 def fmt(x: float) -> str:
     return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}"
 
@@ -140,9 +183,12 @@ def main() -> None:
     for _ in range(200):
         probe.step("a")
     cost = (time.perf_counter() - t0) / 200 * 1e6
+    ceiling, trip = machine_limits()
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
-        f"bench:CpuBound-v0 step costs {cost:.0f} µs here; budget {budget}s per cell"
+        f"bench:CpuBound-v0 step costs {cost:.0f} µs here; budget {budget}s per cell\n"
+        f"machine: 2 processes of pure Python run {ceiling:.2f}x as fast as 1 (the ceiling of "
+        f"process/sync with 2 workers); a pipe round trip to a worker takes {trip:.1f} µs"
     )
     header = f"{'env':<28} {'N':>4} " + " ".join(f"{c:>9}" for c in COLUMNS)
     header += "   sync/loop proc/sync thr/sync aio/sync"

@@ -348,3 +348,116 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "1 updates" in capsys.readouterr().out
     assert (out / "curves.csv").exists()
     assert main(["train", ENV, "--out", str(out)]) == 2  # neither updates nor a budget
+    over = tmp_path / "cli_overlap"
+    argv = ["train", ENV, "--out", str(over), "--updates", "2", "--episodes-per-update", "4"]
+    argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
+    assert main([*argv, "--overlap", "--warmup-updates", "4"]) == 0
+    saved = json.loads((over / "final.json").read_text())["config"]
+    assert saved["overlap"] is True and saved["warmup_updates"] == 4
+
+
+def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
+    base: dict[str, object] = dict(
+        out_dir=str(tmp_path),
+        updates=3,
+        estimator="reinforce",
+        episodes_per_update=4,
+        final_eval_episodes=0,
+        max_new_tokens=8,
+        checkpoint_every=0,
+        **TINY,
+    )
+    base.update(kw)
+    return TrainConfig(**base)  # type: ignore[arg-type]
+
+
+def test_overlap_collects_the_same_episodes_as_a_plain_run(tmp_path: Path) -> None:
+    # with lr 0 the weights never change, so both modes must play exactly the same batches
+    plain = Trainer(_overlap_config(tmp_path / "a", lr=0.0))
+    plain.run()
+    over = Trainer(_overlap_config(tmp_path / "b", lr=0.0, overlap=True))
+    over.run()
+    keys = ("success", "mean_turns", "mean_return")
+    assert [[r[k] for k in keys] for r in over.rows] == [[r[k] for k in keys] for r in plain.rows]
+    assert over.rollout_policy is not over.policy and plain.rollout_policy is plain.policy
+
+
+def test_overlap_learns_from_batches_one_update_old(tmp_path: Path) -> None:
+    trainer = Trainer(_overlap_config(tmp_path, lr=1e-2, updates=4, overlap=True))
+    before_update: list[list[torch.Tensor]] = []  # learner weights when update u starts
+    collected_with: list[list[torch.Tensor]] = []  # rollout weights of each collection
+    rl_update, collect = trainer.rl_update, trainer._collect_scored
+
+    def spy_update() -> dict[str, object]:
+        before_update.append([p.detach().clone() for p in trainer.model.parameters()])
+        return rl_update()
+
+    def spy_collect(n: int) -> object:
+        model = trainer.rollout_policy.model
+        collected_with.append([p.detach().clone() for p in model.parameters()])
+        return collect(n)
+
+    trainer.rl_update = spy_update  # type: ignore[method-assign]
+    trainer._collect_scored = spy_collect  # type: ignore[method-assign]
+    trainer.run()
+    assert trainer.update == 4 and trainer._next_batch is None and trainer._pool is None
+    # collection 1 (update 1, in the foreground) and 2 (started during update 1) use the
+    # weights update 1 started from; collection c > 1 uses those update c - 1 started from
+    assert len(collected_with) == 5  # the last one is drained when the run ends
+    for c, weights in enumerate(collected_with, start=1):
+        expected = before_update[max(c - 1, 1) - 1]
+        assert all(torch.equal(a, b) for a, b in zip(weights, expected, strict=True))
+    assert not all(  # the weights did move
+        torch.equal(a, b) for a, b in zip(before_update[0], before_update[-1], strict=True)
+    )
+
+
+def test_overlap_runs_are_reproducible_and_resume(tmp_path: Path) -> None:
+    runs = []
+    for name in ("a", "b"):
+        t = Trainer(_overlap_config(tmp_path / name, lr=1e-2, overlap=True, checkpoint_every=1))
+        t.run()
+        runs.append(t)
+    for a, b in zip(runs[0].model.parameters(), runs[1].model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert [r["mean_return"] for r in runs[0].rows] == [r["mean_return"] for r in runs[1].rows]
+    state = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    assert state["collector_group"] == 3 * 4  # the drained batch is collected again on resume
+    resumed = Trainer(
+        _overlap_config(tmp_path / "a", lr=1e-2, overlap=True, checkpoint_every=1, updates=4)
+    )
+    resumed.run(resume=True)
+    assert [int(r["update"]) for r in resumed.rows] == [1, 2, 3, 4]
+
+
+def test_learning_rate_warm_up(tmp_path: Path) -> None:
+    trainer = Trainer(_overlap_config(tmp_path, lr=1e-3, warmup_updates=4, updates=1))
+    trainer.run()
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 / 4)
+    trainer.config.updates = 6
+    trainer.run(resume=True)
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    from gemgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="warmup_updates"):
+        TrainConfig(updates=1, warmup_updates=-1).validate()
+    with pytest.raises(ConfigError, match=r"'constant' or 'cosine'.*'linear'"):
+        TrainConfig(updates=1, lr_schedule="linear").validate()
+
+
+def test_cosine_learning_rate_schedule(tmp_path: Path) -> None:
+    trainer = Trainer(_overlap_config(tmp_path, lr=1e-3, lr_schedule="cosine", updates=4))
+    assert trainer.learning_rate() == pytest.approx(1e-3)
+    trainer.update = 2  # half-way through 4 updates
+    assert trainer.learning_rate() == pytest.approx(0.5e-3)
+    trainer.config.warmup_updates = 6  # warm-up multiplies: 3/6 of the cosine value
+    assert trainer.learning_rate() == pytest.approx(0.25e-3)
+    timed = Trainer(
+        _overlap_config(tmp_path / "t", lr=1e-3, lr_schedule="cosine", time_budget_s=100.0)
+    )
+    timed.elapsed = 100.0  # a time budget is the horizon when there is one
+    assert timed.learning_rate() == pytest.approx(0.0)
+    timed.elapsed = 0.0
+    timed.run()  # updates=3 stop it well before the budget: the rate has barely decayed
+    assert timed.update == 3
+    assert 0.9e-3 < timed.optimizer.param_groups[0]["lr"] < 1e-3

@@ -34,6 +34,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-budget", type=float, default=None, help="stop after S seconds")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument(
+        "--lr-schedule",
+        choices=["constant", "cosine"],
+        default="constant",
+        help="cosine: decay the RL learning rate to 0 over the time budget (or the updates)",
+    )
+    p.add_argument(
+        "--warmup-updates", type=int, default=0, help="linear RL learning-rate warm-up (updates)"
+    )
+    p.add_argument(
         "--epochs", type=int, default=1, help="passes over each collected batch (default 1)"
     )
     p.add_argument(
@@ -60,6 +69,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-episodes", type=int, default=1000, help="final evaluation episodes")
     p.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda:0 ...")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--overlap",
+        action="store_true",
+        help="collect the next batch in a background thread while learning (2+ cores; each "
+        "batch is one update old)",
+    )
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--quiet", action="store_true", help="no per-update log")
 
@@ -93,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         episodes_per_update=args.episodes_per_update,
         group_size=group,
         lr=args.lr,
+        warmup_updates=args.warmup_updates,
+        lr_schedule=args.lr_schedule,
         epochs=args.epochs,
         minibatches=args.minibatches,
         clip_eps=args.clip_eps,
@@ -105,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         final_eval_episodes=args.eval_episodes,
         device=args.device,
         threads=args.threads,
+        overlap=args.overlap,
     )
     trainer = Trainer(cfg, log=None if args.quiet else print)
     final = trainer.run(resume=args.resume)

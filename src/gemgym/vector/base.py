@@ -204,10 +204,18 @@ def step_all(slots: Sequence[EnvSlot], actions: Sequence[Any]) -> list[StepTuple
 
 def stack(results: Sequence[StepTuple]) -> VecStep:
     """Turn per-env results into the batched 5-tuple."""
-    n = len(results)
-    obs, rewards, terminated, truncated, infos = (
-        zip(*results, strict=True) if results else ([],) * 5
-    )
+    return stack_columns(*(zip(*results, strict=True) if results else ([],) * 5))
+
+
+def stack_columns(
+    obs: Sequence[Any],
+    rewards: Sequence[float],
+    terminated: Sequence[bool],
+    truncated: Sequence[bool],
+    infos: Sequence[dict[str, Any]],
+) -> VecStep:
+    """The batched 5-tuple from its five columns."""
+    n = len(obs)
     return (
         list(obs),
         np.fromiter(rewards, np.float64, n),

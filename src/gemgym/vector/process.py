@@ -51,7 +51,7 @@ from gemgym.vector.base import (
     VecStep,
     VectorEnv,
     group_items,
-    stack,
+    stack_columns,
     step_all,
 )
 
@@ -117,7 +117,8 @@ def _worker_main(
             break
         try:
             if cmd == "stepall":  # one action per env of this worker, in order: the hot path
-                out: Any = step_all(slots, payload)
+                # sent as five columns: fewer objects to pickle and to unpickle than N tuples
+                out: Any = tuple(zip(*step_all(slots, payload), strict=True))
             elif cmd == "step":
                 out = [slots[j].step(a) for j, a in payload]
             elif cmd == "reset":
@@ -349,11 +350,12 @@ class ProcessVectorEnv(VectorEnv):
             or any(wk.pending for wk in workers)
         ):
             return super().step(actions)  # partial steps, owed reports, checks and errors
-        # the hot path: one "stepall" message per worker with its block of actions
+        # the hot path: one "stepall" message per worker with its block of actions; each reply
+        # is five columns (obs, rewards, terminated, truncated, infos) for the worker's block
         for wk in workers:
             wk.lock.acquire()
         try:
-            parts: list[list[Any]] = [[] for _ in workers]
+            parts: list[Any] = [None] * len(workers)
             sent: list[_Worker] = []
             for wk in workers:
                 try:
@@ -375,13 +377,16 @@ class ProcessVectorEnv(VectorEnv):
         finally:
             for wk in workers:
                 wk.lock.release()
-        return stack([r for part in parts for r in part])
+        if len(parts) == 1:
+            return stack_columns(*parts[0])
+        return stack_columns(*([x for part in parts for x in part[c]] for c in range(5)))
 
-    def _lost_block(self, wk: _Worker, actions: list[Any], reason: str) -> list[StepTuple]:
+    def _lost_block(self, wk: _Worker, actions: list[Any], reason: str) -> tuple[Any, ...]:
+        """The loss reports of a lost worker's block, as the five columns of a reply."""
         todo = [(wk.lo + j, j, a) for j, a in enumerate(actions[wk.lo : wk.hi])]
         results: list[Any] = [None] * self.num_envs
         self._fill_lost(wk, todo, results, reason)
-        return results[wk.lo : wk.hi]
+        return tuple(zip(*results[wk.lo : wk.hi], strict=True))
 
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         results: list[Any] = [None] * len(items)

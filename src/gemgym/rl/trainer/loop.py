@@ -13,6 +13,13 @@ clipped surrogate (:func:`clipped_policy_loss`) against the log-probs of the pol
 collected the batch, so later steps cannot push a token's probability ratio past
 ``1 ± clip_eps``. The first step is exactly the policy gradient above.
 
+With ``overlap=True`` collection and learning run at the same time, on two cores: while the
+learner takes its step on batch ``k``, a background thread collects batch ``k + 1`` with a copy of
+the policy as it was before that step (the copy is refreshed after every step). Each batch is
+then one update old when it is learned from, as in asynchronous RL trainers; an update costs
+about ``max(collect, learn)`` instead of ``collect + learn``. Runs stay reproducible: the same
+seed gives the same batches and weights.
+
 Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
 (model, optimiser, counters, random states: ``resume=True`` continues from it) and
 ``final.json`` (the final evaluation on fresh seeds: sampling as in training, and greedy
@@ -21,11 +28,13 @@ decoding).
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -35,7 +44,7 @@ import numpy as np
 from gemgym.errors import ConfigError
 from gemgym.experience import Episode, read_jsonl
 from gemgym.rl.advantages import ESTIMATORS
-from gemgym.rl.collector import Collector
+from gemgym.rl.collector import Batch, Collector
 from gemgym.rl.tokens import TokenizedEpisode, pad_batch, token_weights
 from gemgym.rl.trainer.codec import TOKENIZERS
 from gemgym.rl.trainer.policy import LMPolicy, build_model
@@ -85,6 +94,8 @@ class TrainConfig:
     episodes_per_update: int = 64
     group_size: int = 1
     lr: float = 1e-3
+    warmup_updates: int = 0
+    lr_schedule: str = "constant"
     max_grad_norm: float = 1.0
     epochs: int = 1
     minibatches: int = 1
@@ -106,6 +117,7 @@ class TrainConfig:
     checkpoint_every: int = 25
     device: str = "auto"
     threads: int | None = None
+    overlap: bool = False
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` for inconsistent settings."""
@@ -131,6 +143,12 @@ class TrainConfig:
                 f"tokenizer={self.tokenizer!r} is for the default model; a Hugging Face model "
                 "uses its own tokenizer"
             )
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ConfigError(
+                f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}"
+            )
+        if self.warmup_updates < 0:
+            raise ConfigError(f"warmup_updates must be >= 0, got {self.warmup_updates}")
         if self.epochs < 1 or self.minibatches < 1:
             raise ConfigError("epochs and minibatches must be >= 1")
         if self.minibatches > self.episodes_per_update:
@@ -251,27 +269,39 @@ class Trainer:
         )
         self.vocab_limit: int | None = getattr(self.codec, "action_vocab_size", None)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.0)
-        self.policy = LMPolicy(
-            self.model,
-            self.codec,
-            max_new_tokens=config.max_new_tokens,
-            temperature=config.temperature,
-            obs_max_tokens=config.obs_max_tokens,
-            seed=config.seed,
-            device=self.device,
-        )
+        self.policy = self._make_policy(self.model)
         self.out_dir = Path(config.out_dir)
         self.update = 0
         self.elapsed = 0.0
         self.sft_done = False
         self.rows: list[dict[str, Any]] = []
+        # the policy that collects: the model itself, or (overlap) a copy that a background
+        # thread samples from while the learner steps
+        self.rollout_policy = self.policy
+        self._next_batch: Future[Any] | None = None
+        self._resume_point: tuple[int, Any] = (0, None)
+        self._pool: ThreadPoolExecutor | None = None
+        if config.overlap:
+            self.rollout_policy = self._make_policy(copy.deepcopy(self.model).eval())
         self.collector = Collector(
             config.env_id,
-            self.policy,
+            self.rollout_policy,
             num_envs=config.episodes_per_update,
             group_size=config.group_size,
             seed=config.seed * 10_000_000,
             history=True,
+        )
+
+    def _make_policy(self, model: Any) -> LMPolicy:
+        cfg = self.config
+        return LMPolicy(
+            model,
+            self.codec,
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            obs_max_tokens=cfg.obs_max_tokens,
+            seed=cfg.seed,
+            device=self.device,
         )
 
     @property
@@ -319,18 +349,43 @@ class Trainer:
         return loss
 
     def rl_update(self) -> dict[str, Any]:
-        """Collect one batch and take one policy-gradient step; returns the curve row."""
+        """Collect one batch and take one policy-gradient step; returns the curve row.
+
+        With ``overlap``, the batch learned from is the one collected during the previous
+        update (the first is collected here), and the next one is collected meanwhile.
+        """
         cfg = self.config
         t0 = time.perf_counter()
-        batch = self.collector.collect(cfg.episodes_per_update)
+        if cfg.overlap:
+            pending, self._next_batch = self._next_batch, None
+            if pending is not None:
+                batch, tokens, behaviour = pending.result()
+                self._sync_rollout_policy()  # the collector is idle: give it the new weights
+            else:
+                self._sync_rollout_policy()
+                batch, tokens, behaviour = self._collect_scored(cfg.episodes_per_update)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="gemgym-collect")
+            # where a resumed run starts collecting again: the pending batch is not saved
+            self._resume_point = (
+                self.collector._next_group,
+                self.rollout_policy.generator.get_state(),
+            )
+            self._next_batch = self._pool.submit(self._collect_scored, cfg.episodes_per_update)
+        else:
+            batch = self.collector.collect(cfg.episodes_per_update)
+            tokens = [self.policy.tokenize(e) for e in batch.episodes]
+            behaviour = None
         t1 = time.perf_counter()
+        if cfg.warmup_updates or cfg.lr_schedule != "constant":
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.learning_rate()
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
-        tokens = [self.policy.tokenize(e) for e in batch.episodes]
         weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
-        if cfg.epochs * cfg.minibatches == 1:
+        if cfg.epochs * cfg.minibatches == 1 and behaviour is None:
             loss = self._step(tokens, weights)
         else:
-            loss = self._ppo_steps(tokens, weights)
+            loss = self._ppo_steps(tokens, weights, behaviour)
         s = batch.summary()
         self.update += 1
         return {
@@ -344,10 +399,77 @@ class Trainer:
             "learn_s": round(time.perf_counter() - t1, 3),
         }
 
+    def learning_rate(self) -> float:
+        """The RL learning rate of the next update: ``lr``, times a linear warm-up over the first
+        ``warmup_updates`` updates, times ``(1 + cos(pi * progress)) / 2`` with the cosine
+        schedule (progress: the share of the time budget used, or of ``updates`` when there is
+        no time budget)."""
+        cfg = self.config
+        factor = 1.0
+        if cfg.warmup_updates:
+            factor = min(1.0, (self.update + 1) / cfg.warmup_updates)
+        if cfg.lr_schedule == "cosine":
+            if cfg.time_budget_s is not None:
+                progress = self.elapsed / cfg.time_budget_s
+            else:
+                progress = self.update / max(1, cfg.updates or 1)
+            factor *= 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return cfg.lr * factor
+
+    def _collect_scored(self, episodes: int) -> tuple[Batch, list[TokenizedEpisode], Any]:
+        """Collect with the rollout policy and score the batch's tokens with it: the batch, its
+        tokens, and the collecting policy's log-probs of the action tokens (``overlap``)."""
+        import torch
+
+        batch = self.collector.collect(episodes)
+        tokens = [self.rollout_policy.tokenize(e) for e in batch.episodes]
+        masks = [t.action_mask.astype(np.float64) for t in tokens]
+        ids_np, _, m_np = pad_batch(
+            tokens, masks, pad_id=self.codec.pad_id, max_length=self.max_length
+        )
+        ids = torch.from_numpy(ids_np).to(self.device)
+        mask = torch.from_numpy(m_np[:, 1:] != 0).to(self.device)
+        with torch.no_grad():
+            logp = token_log_probs(self.rollout_policy.model, ids, mask, self.vocab_limit)
+        return batch, tokens, logp
+
+    def _sync_rollout_policy(self) -> None:
+        """Copy the learner's weights into the rollout policy's model (``overlap`` only)."""
+        import torch
+
+        if self.rollout_policy is not self.policy:
+            with torch.no_grad():
+                for dst, src in zip(
+                    self.rollout_policy.model.parameters(), self.model.parameters(), strict=True
+                ):
+                    dst.copy_(src)
+
+    def _drain(self) -> None:
+        """Wait for a background collection to end and forget its batch (``overlap`` only)."""
+        pending, self._next_batch = self._next_batch, None
+        if pending is not None:
+            pending.result()
+            # rewind: the next collection replays these seeds and samples
+            group, sample_rng = self._resume_point
+            self.collector._next_group = group
+            self.rollout_policy.generator.set_state(sample_rng)
+
+    def close(self) -> None:
+        """Stop the background collection thread (``overlap``) and close the envs."""
+        self._drain()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self.collector.close()
+
     def _ppo_steps(
-        self, tokens: Sequence[TokenizedEpisode], weights: Sequence[np.ndarray]
+        self,
+        tokens: Sequence[TokenizedEpisode],
+        weights: Sequence[np.ndarray],
+        behaviour: Any = None,
     ) -> float:
-        """``epochs`` passes of ``minibatches`` clipped-surrogate steps over one batch."""
+        """``epochs`` passes of ``minibatches`` clipped-surrogate steps over one batch, against
+        ``behaviour`` (the collecting policy's log-probs) or the current policy's."""
         import torch
 
         cfg = self.config
@@ -357,9 +479,12 @@ class Trainer:
         lengths = np.minimum([len(t) for t in tokens], ids_np.shape[1])
         ids = torch.from_numpy(ids_np).to(self.device)
         w = torch.from_numpy(w_np).to(device=self.device, dtype=torch.float32)
-        self.model.eval()
-        with torch.no_grad():
-            old = token_log_probs(self.model, ids, w[:, 1:] != 0, self.vocab_limit)
+        if behaviour is not None:
+            old = behaviour
+        else:
+            self.model.eval()
+            with torch.no_grad():
+                old = token_log_probs(self.model, ids, w[:, 1:] != 0, self.vocab_limit)
         self.model.train()
         rng = np.random.default_rng([cfg.seed, self.update])
         losses = []
@@ -443,6 +568,10 @@ class Trainer:
             if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
                 self.elapsed = time.perf_counter() - start
                 self.save(self.out_dir / "checkpoint.pt")
+        self._drain()  # overlap: the batch collected meanwhile is not used
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self.elapsed = time.perf_counter() - start
         self.save(self.out_dir / "checkpoint.pt")
         self.write_curves()
@@ -476,6 +605,13 @@ class Trainer:
         """Save model, optimiser, counters, curves and random states."""
         import torch
 
+        if self._next_batch is not None:  # overlap: as before the pending collection
+            group, sample_rng = self._resume_point
+        else:
+            group, sample_rng = (
+                self.collector._next_group,
+                self.rollout_policy.generator.get_state(),
+            )
         torch.save(
             {
                 "model": self.model.state_dict(),
@@ -485,9 +621,9 @@ class Trainer:
                 "elapsed": self.elapsed,
                 "sft_done": self.sft_done,
                 "rows": self.rows,
-                "collector_group": self.collector._next_group,
+                "collector_group": group,
                 "torch_rng": torch.get_rng_state(),
-                "sample_rng": self.policy.generator.get_state(),
+                "sample_rng": sample_rng,
             },
             path,
         )
@@ -520,7 +656,8 @@ class Trainer:
         self.rows = list(state["rows"])
         self.collector._next_group = int(state["collector_group"])
         torch.set_rng_state(state["torch_rng"])
-        self.policy.generator.set_state(state["sample_rng"].to(self.policy.generator.device))
+        gen = self.rollout_policy.generator
+        gen.set_state(state["sample_rng"].to(gen.device))
 
 
 def config_from_dict(d: dict[str, Any]) -> TrainConfig:
