@@ -63,6 +63,9 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="game:GuessTheNumber-v0-easy")
+    ap.add_argument(
+        "--env-kwargs", type=json.loads, default=None, help="e.g. '{\"partial_credit\": false}'"
+    )
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument(
@@ -126,6 +129,7 @@ def main() -> None:
     )
     common = {
         "env_id": args.env,
+        "env_kwargs": args.env_kwargs,
         "final_eval_episodes": args.eval_episodes,
         "threads": args.threads,
         "n_layer": args.n_layer,

@@ -98,6 +98,20 @@ def test_turn_limit_truncates_with_partial_credit() -> None:
     assert info["success"] is False
 
 
+def test_partial_credit_can_be_turned_off() -> None:
+    env = gemgym.make("game:GuessTheNumber-v0-easy", partial_credit=False)
+    env.reset(seed=4)
+    t = env.unwrapped.game_number  # type: ignore[attr-defined]
+    wrong = [g for g in range(1, 11) if g != t]
+    for g in wrong[:3]:
+        env.step(f"\\boxed{{{g}}}")
+    near = min(wrong[3:], key=lambda g: abs(g - t))  # the closest miss still pays nothing
+    obs, r, te, tr, info = env.step(f"\\boxed{{{near}}}")
+    assert (r, te, tr, info["success"]) == (0.0, False, True, False)
+    env.reset(seed=4)
+    assert env.step(f"\\boxed{{{t}}}")[1] == 1.0  # a win still pays 1
+
+
 def test_out_of_range_last_guess_gets_no_negative_credit() -> None:
     env = _env()
     env.reset(seed=4)

@@ -445,6 +445,21 @@ def test_learning_rate_warm_up(tmp_path: Path) -> None:
         TrainConfig(updates=1, lr_schedule="linear").validate()
 
 
+def test_env_kwargs_reach_training_and_evaluation_envs(tmp_path: Path) -> None:
+    trainer = Trainer(_overlap_config(tmp_path, env_kwargs={"partial_credit": False}, updates=1))
+    final = trainer.run()
+    env = trainer.collector.env.envs[0].unwrapped  # type: ignore[attr-defined]
+    assert env.config.partial_credit is False
+    assert final["updates"] == 1
+    # every return is a win (1), a format error (-0.1) or nothing: no partial credit
+    batch = trainer.collector.collect(4)
+    assert {round(e.total_return, 6) for e in batch.episodes} <= {1.0, -0.1, 0.0}
+    from gemgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="Did you mean 'partial_credit'"):
+        Trainer(_overlap_config(tmp_path / "bad", env_kwargs={"partial": False}))
+
+
 def test_cosine_learning_rate_schedule(tmp_path: Path) -> None:
     trainer = Trainer(_overlap_config(tmp_path, lr=1e-3, lr_schedule="cosine", updates=4))
     assert trainer.learning_rate() == pytest.approx(1e-3)

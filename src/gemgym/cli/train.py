@@ -13,6 +13,7 @@ Needs the ``train`` extra (torch, transformers, matplotlib). Writes ``curves.csv
 from __future__ import annotations
 
 import argparse
+import json
 
 from gemgym.errors import ConfigError
 
@@ -20,6 +21,13 @@ from gemgym.errors import ConfigError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``gemgym train``."""
     p.add_argument("env_id", help="e.g. game:GuessTheNumber-v0-easy")
+    p.add_argument(
+        "--env-kwargs",
+        type=json.loads,
+        default=None,
+        metavar="JSON",
+        help="keyword arguments for the env, e.g. '{\"partial_credit\": false}'",
+    )
     p.add_argument("--out", default="runs/train", help="output folder (default runs/train)")
     p.add_argument(
         "--estimator",
@@ -97,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         group = 8 if args.estimator in ("grpo", "drgrpo", "rloo") else 1
     cfg = TrainConfig(
         env_id=args.env_id,
+        env_kwargs=args.env_kwargs,
         out_dir=args.out,
         estimator=args.estimator,
         gamma=args.gamma,

@@ -15,7 +15,7 @@ A policy that needs the whole conversation (an LLM that sees the history) sets
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,7 @@ class Collector:
         seed: first seed; group ``g`` of the collector's life is reset with ``seed + g``.
         history: pass the episodes in progress to the policy instead of the observations.
         max_turns: cut episodes after this many turns (they are then not ``done``).
+        env_kwargs: keyword arguments for every env when ``env`` is an id.
     """
 
     def __init__(
@@ -89,15 +90,18 @@ class Collector:
         seed: int = 0,
         history: bool = False,
         max_turns: int | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         if group_size < 1:
             raise ConfigError(f"group_size must be >= 1, got {group_size}")
         if isinstance(env, str):
             from gemgym.registry import make_vec
 
-            self.env = make_vec(env, num_envs, autoreset_mode="disabled")
+            self.env = make_vec(env, num_envs, autoreset_mode="disabled", **(env_kwargs or {}))
             self._owned = True
         else:
+            if env_kwargs:
+                raise ConfigError("env_kwargs are for an env id; this vector env is already made")
             if env.autoreset_mode.value != "disabled":
                 raise ConfigError(
                     "the collector resets envs itself; make the vector env with "

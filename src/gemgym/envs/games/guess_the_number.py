@@ -10,8 +10,10 @@ action        any text; the last ``\boxed{N}`` (an integer, ``0`` and negatives 
 reward        correct guess: 1.0 and ``terminated``; wrong, out-of-range or repeated guess: 0.0;
               no ``\boxed{N}``: −0.1 and ``terminated`` (format error); at the turn limit without
               success: ``truncated`` with partial credit ``1 − |guess − target| / (max − min)``
-              for an in-range last guess (0 otherwise)
+              for an in-range last guess (0 otherwise; 0 always with ``partial_credit=False``)
 expert        binary search over the interval the hints leave open (solves every preset)
+kwargs        ``min_number``, ``max_number``, ``max_turns``; ``partial_credit`` (default ``True``, as
+              GEM): ``make("game:GuessTheNumber-v0-easy", partial_credit=False)`` pays only wins
 ============  =================================================================================
 
 Differences from upstream GEM (bugs fixed): randomness is per env (``reset(seed=)``), ``\boxed{0}``
@@ -50,6 +52,7 @@ class GuessTheNumberConfig(GameConfig):
     min_number: int | None = 1
     max_number: int | None = 20
     max_turns: int | None = 20
+    partial_credit: bool = True
 
     def validate(self) -> None:
         if (self.min_number is None) != (self.max_number is None):
@@ -69,8 +72,9 @@ class GuessTheNumberEnv(GameEnv):
         min_number: int | None = 1,
         max_number: int | None = 20,
         max_turns: int | None = 20,
+        partial_credit: bool = True,
     ) -> None:
-        self.config = GuessTheNumberConfig(min_number, max_number, max_turns)
+        self.config = GuessTheNumberConfig(min_number, max_number, max_turns, partial_credit)
         self.config.validate()
         self.is_random = min_number is None
         self.min_number = min_number if min_number is not None else 1
@@ -161,7 +165,8 @@ class GuessTheNumberEnv(GameEnv):
         self.last_guess = guess
         if turn >= self.max_turns:
             span = self.max_number - self.min_number
-            reward = 1.0 - abs(guess - self.game_number) / span if in_range else 0.0
+            close = in_range and self.config.partial_credit
+            reward = 1.0 - abs(guess - self.game_number) / span if close else 0.0
             obs = "You have reached the maximum number of turns."
             return obs, reward, False, True, {"suffix": _SUFFIX, "success": False}
         return obs, reward, False, False, {"suffix": _SUFFIX}

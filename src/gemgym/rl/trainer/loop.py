@@ -81,6 +81,7 @@ class TrainConfig:
     """Everything a run depends on (saved in the checkpoint)."""
 
     env_id: str = "game:GuessTheNumber-v0-easy"
+    env_kwargs: dict[str, Any] | None = None
     out_dir: str = "runs/train"
     estimator: str = "rebn"
     gamma: float = 0.9
@@ -283,13 +284,25 @@ class Trainer:
         self._pool: ThreadPoolExecutor | None = None
         if config.overlap:
             self.rollout_policy = self._make_policy(copy.deepcopy(self.model).eval())
-        self.collector = Collector(
-            config.env_id,
+        self.collector = self._collector(
             self.rollout_policy,
-            num_envs=config.episodes_per_update,
-            group_size=config.group_size,
+            config.episodes_per_update,
             seed=config.seed * 10_000_000,
+            group_size=config.group_size,
+        )
+
+    def _collector(
+        self, policy: LMPolicy, num_envs: int, *, seed: int, group_size: int = 1
+    ) -> Collector:
+        cfg = self.config
+        return Collector(
+            cfg.env_id,
+            policy,
+            num_envs=num_envs,
+            group_size=group_size,
+            seed=seed,
             history=True,
+            env_kwargs=cfg.env_kwargs,
         )
 
     def _make_policy(self, model: Any) -> LMPolicy:
@@ -518,9 +531,7 @@ class Trainer:
         was_greedy = self.policy.greedy
         self.policy.greedy = greedy
         try:
-            with Collector(
-                self.config.env_id, self.policy, num_envs=batch_size, seed=seed, history=True
-            ) as col:
+            with self._collector(self.policy, batch_size, seed=seed) as col:
                 while len(out) < episodes:
                     out.extend(col.collect(min(batch_size, episodes - len(out))).episodes)
         finally:
@@ -641,7 +652,16 @@ class Trainer:
 
         state = torch.load(path, map_location=self.device, weights_only=False)
         saved = state["config"]
-        for key in ("env_id", "model", "n_layer", "n_embd", "n_head", "n_positions", "tokenizer"):
+        for key in (
+            "env_id",
+            "env_kwargs",
+            "model",
+            "n_layer",
+            "n_embd",
+            "n_head",
+            "n_positions",
+            "tokenizer",
+        ):
             # a key missing from an older checkpoint had the default of its time
             if saved.get(key, getattr(TrainConfig, key)) != getattr(self.config, key):
                 raise ConfigError(
