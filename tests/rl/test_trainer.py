@@ -225,6 +225,20 @@ def test_clipped_loss_starts_as_the_policy_gradient_and_clips() -> None:
     # past the clip range (ratio e^1 with a positive weight) the loss gives no gradient
     g_far = grads(clipped_policy_loss(model, ids, wt.abs(), old - 1.0))
     assert all(float(g.abs().max()) == 0.0 for g in g_far)
+    # a negative weight with the ratio at e^2: unbounded (r w) without the dual clip; with it
+    # the term is c w, a constant, so it gives no gradient
+    neg = -wt.abs()
+    plain = clipped_policy_loss(model, ids, neg, old - 2.0)
+    dual = clipped_policy_loss(model, ids, neg, old - 2.0, dual_clip=3.0)
+    n = float((neg != 0).sum())
+    total = float(wt.abs().sum())
+    assert float(dual.detach()) == pytest.approx(3.0 * total / n, rel=1e-5)
+    assert float(plain.detach()) == pytest.approx(float(np.e**2) * total / n, rel=1e-4)
+    assert all(float(g.abs().max()) == 0.0 for g in grads(dual))
+    # within the bound (ratio e^0.5 < 3) the dual clip changes nothing
+    a = clipped_policy_loss(model, ids, neg, old - 0.5)
+    b = clipped_policy_loss(model, ids, neg, old - 0.5, dual_clip=3.0)
+    assert float(a.detach()) == pytest.approx(float(b.detach()))
 
 
 def test_ppo_style_updates_run(tmp_path: Path) -> None:
@@ -441,6 +455,8 @@ def test_learning_rate_warm_up(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="warmup_updates"):
         TrainConfig(updates=1, warmup_updates=-1).validate()
+    with pytest.raises(ConfigError, match="dual_clip must be > 1"):
+        TrainConfig(updates=1, dual_clip=0.5).validate()
     with pytest.raises(ConfigError, match=r"'constant' or 'cosine'.*'linear'"):
         TrainConfig(updates=1, lr_schedule="linear").validate()
 
@@ -476,3 +492,19 @@ def test_cosine_learning_rate_schedule(tmp_path: Path) -> None:
     timed.run()  # updates=3 stop it well before the budget: the rate has barely decayed
     assert timed.update == 3
     assert 0.9e-3 < timed.optimizer.param_groups[0]["lr"] < 1e-3
+
+
+def test_overlap_behaviour_log_probs_are_the_collecting_policys(tmp_path: Path) -> None:
+    from gemgym.rl.tokens import pad_batch
+    from gemgym.rl.trainer.loop import token_log_probs
+
+    trainer = Trainer(_overlap_config(tmp_path, overlap=True))
+    trainer._sync_rollout_policy()
+    batch, tokens, behaviour = trainer._collect_scored(4)
+    masks = [t.action_mask.astype(np.float64) for t in tokens]
+    ids, _, m = pad_batch(tokens, masks, pad_id=trainer.codec.pad_id)
+    mask = torch.from_numpy(m[:, 1:] != 0)
+    with torch.no_grad():
+        learner = token_log_probs(trainer.model, torch.from_numpy(ids), mask, trainer.vocab_limit)
+    assert torch.allclose(behaviour, learner, atol=1e-5)  # same weights: every ratio is 1
+    assert bool((behaviour[mask] < 0).all()) and int(mask.sum()) > 0

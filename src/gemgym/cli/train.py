@@ -60,6 +60,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="AdamW steps per pass (PPO-style clipped reuse when epochs*minibatches > 1)",
     )
     p.add_argument("--clip-eps", type=float, default=0.2, help="PPO ratio clip (default 0.2)")
+    p.add_argument(
+        "--dual-clip",
+        type=float,
+        default=3.0,
+        help="bound of a negative-advantage token's ratio term (default 3; 0 turns it off)",
+    )
     p.add_argument("--init", dest="init_checkpoint", help="start from a checkpoint's weights")
     p.add_argument("--sft", dest="sft_path", help="JSONL traces (gemgym run --out) for SFT")
     p.add_argument("--sft-steps", type=int, default=300)
@@ -122,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         minibatches=args.minibatches,
         clip_eps=args.clip_eps,
+        dual_clip=args.dual_clip or None,
         init_checkpoint=args.init_checkpoint,
         updates=args.updates,
         time_budget_s=args.time_budget,

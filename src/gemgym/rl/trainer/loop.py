@@ -101,6 +101,7 @@ class TrainConfig:
     epochs: int = 1
     minibatches: int = 1
     clip_eps: float = 0.2
+    dual_clip: float | None = 3.0
     updates: int | None = None
     time_budget_s: float | None = None
     sft_path: str | None = None
@@ -148,6 +149,8 @@ class TrainConfig:
             raise ConfigError(
                 f"lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}"
             )
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ConfigError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.warmup_updates < 0:
             raise ConfigError(f"warmup_updates must be >= 0, got {self.warmup_updates}")
         if self.epochs < 1 or self.minibatches < 1:
@@ -220,6 +223,7 @@ def clipped_policy_loss(
     old_logp: Any,
     *,
     clip_eps: float = 0.2,
+    dual_clip: float | None = None,
     vocab_limit: int | None = None,
 ) -> Any:
     """PPO's clipped surrogate with token weights as advantages (a torch scalar).
@@ -228,7 +232,9 @@ def clipped_policy_loss(
     ``r_j = pi(x_j | x_<j) / pi_old(x_j | x_<j)``, over the ``N`` tokens with a nonzero weight
     (action tokens; ``ids``, ``weights`` are ``(batch, length)``, ``old_logp`` is
     ``(batch, length - 1)`` from :func:`token_log_probs` of the collecting policy). At
-    ``r = 1`` its gradient is that of :func:`policy_gradient_loss`.
+    ``r = 1`` its gradient is that of :func:`policy_gradient_loss`. ``dual_clip=c`` (> 1) also
+    bounds a token with a negative weight at ``c w_j`` (dual-clip PPO): without it, a token the
+    policy has made much likelier since it was sampled contributes ``r_j w_j`` without limit.
     """
     import torch
 
@@ -236,6 +242,8 @@ def clipped_policy_loss(
     logp = token_log_probs(model, ids, w != 0, vocab_limit)
     ratio = torch.exp(logp - old_logp)
     surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
+    if dual_clip is not None:  # a negative advantage's term is otherwise unbounded in r
+        surr = torch.where(w < 0, torch.maximum(surr, dual_clip * w), surr)
     n = torch.clamp((w != 0).sum(), min=1)
     return -surr.sum() / n
 
@@ -511,6 +519,7 @@ class Trainer:
                     w[sel, :n],
                     old[sel, : n - 1],
                     clip_eps=cfg.clip_eps,
+                    dual_clip=cfg.dual_clip,
                     vocab_limit=self.vocab_limit,
                 )
                 self.optimizer.zero_grad(set_to_none=True)
