@@ -426,6 +426,17 @@ def test_overlap_learns_from_batches_one_update_old(tmp_path: Path) -> None:
     )
 
 
+def test_close_stops_the_collection_thread(tmp_path: Path) -> None:
+    trainer = Trainer(_overlap_config(tmp_path, overlap=True))
+    trainer.rl_update()  # leaves a collection running in the background
+    assert trainer._next_batch is not None and trainer._pool is not None
+    group = trainer._resume_point[0]
+    trainer.close()
+    assert trainer._next_batch is None and trainer._pool is None
+    assert trainer.collector._next_group == group  # the unused batch's seeds are free again
+    trainer.close()  # idempotent
+
+
 def test_overlap_runs_are_reproducible_and_resume(tmp_path: Path) -> None:
     runs = []
     for name in ("a", "b"):

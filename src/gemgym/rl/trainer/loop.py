@@ -16,9 +16,10 @@ collected the batch, so later steps cannot push a token's probability ratio past
 With ``overlap=True`` collection and learning run at the same time, on two cores: while the
 learner takes its step on batch ``k``, a background thread collects batch ``k + 1`` with a copy of
 the policy as it was before that step (the copy is refreshed after every step). Each batch is
-then one update old when it is learned from, as in asynchronous RL trainers; an update costs
-about ``max(collect, learn)`` instead of ``collect + learn``. Runs stay reproducible: the same
-seed gives the same batches and weights.
+then one update old when it is learned from, as in asynchronous RL trainers, so the step is the
+clipped surrogate against the log-probs of the copy that collected it (``dual_clip`` bounds
+the negative-advantage side); an update costs about ``max(collect, learn)`` instead of
+``collect + learn``. Runs stay reproducible: the same seed gives the same batches and weights.
 
 Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
 (model, optimiser, counters, random states: ``resume=True`` continues from it) and
