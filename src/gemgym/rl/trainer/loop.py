@@ -380,12 +380,11 @@ class Trainer:
         t0 = time.perf_counter()
         if cfg.overlap:
             pending, self._next_batch = self._next_batch, None
-            if pending is not None:
-                batch, tokens, behaviour = pending.result()
-                self._sync_rollout_policy()  # the collector is idle: give it the new weights
-            else:
-                self._sync_rollout_policy()
-                batch, tokens, behaviour = self._collect_scored(cfg.episodes_per_update)
+            scored = pending.result() if pending is not None else None
+            self._sync_rollout_policy()  # the collector is idle: give it the learner's weights
+            if scored is None:  # the first update collects in the foreground
+                scored = self._collect_scored(cfg.episodes_per_update)
+            batch, tokens, behaviour = scored
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="gemgym-collect")
             # where a resumed run starts collecting again: the pending batch is not saved
@@ -476,12 +475,16 @@ class Trainer:
             self.collector._next_group = group
             self.rollout_policy.generator.set_state(sample_rng)
 
-    def close(self) -> None:
-        """Stop the background collection thread (``overlap``) and close the envs."""
+    def _stop_collection(self) -> None:
+        """Drain the background collection and end its thread (``overlap`` only)."""
         self._drain()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+    def close(self) -> None:
+        """Stop the background collection thread (``overlap``) and close the envs."""
+        self._stop_collection()
         self.collector.close()
 
     def _ppo_steps(
@@ -589,10 +592,7 @@ class Trainer:
             if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
                 self.elapsed = time.perf_counter() - start
                 self.save(self.out_dir / "checkpoint.pt")
-        self._drain()  # overlap: the batch collected meanwhile is not used
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._stop_collection()  # overlap: the batch collected meanwhile is not used
         self.elapsed = time.perf_counter() - start
         self.save(self.out_dir / "checkpoint.pt")
         self.write_curves()
