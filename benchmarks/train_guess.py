@@ -85,6 +85,7 @@ def main() -> None:
         "--minibatches", type=int, default=1, help="AdamW steps per pass (PPO-clipped reuse)"
     )
     ap.add_argument("--warmup-updates", type=int, default=0, help="linear RL lr warm-up")
+    ap.add_argument("--entropy-coef", type=float, default=0.0, help="entropy bonus (default 0)")
     ap.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine"])
     ap.add_argument("--episodes-per-update", type=int, default=64)
     ap.add_argument(
@@ -178,6 +179,7 @@ def main() -> None:
                     "minibatches": args.minibatches,
                     "episodes_per_update": args.episodes_per_update,
                     "warmup_updates": args.warmup_updates,
+                    "entropy_coef": args.entropy_coef,
                     "lr_schedule": args.lr_schedule,
                     "overlap": args.overlap,
                     "init_checkpoint": args.init or str(sft_dir / "checkpoint.pt"),

@@ -241,6 +241,57 @@ def test_clipped_loss_starts_as_the_policy_gradient_and_clips() -> None:
     assert float(a.detach()) == pytest.approx(float(b.detach()))
 
 
+def test_entropy_bonus_values_and_direction() -> None:
+    from gemgym.rl import pad_batch
+    from gemgym.rl.trainer.loop import token_log_probs, token_log_probs_and_entropy
+
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    ids = torch.randint(0, codec.vocab_size, (2, 12))
+    mask = torch.rand(2, 11) > 0.4
+    logp, ent = token_log_probs_and_entropy(model, ids, mask)
+    assert torch.allclose(logp, token_log_probs(model, ids, mask))
+    with torch.no_grad():
+        full = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), dim=-1)
+    expect = -(full.exp() * full).sum(-1) * mask
+    assert torch.allclose(ent, expect, atol=1e-5)
+    assert bool((ent[mask] > 0).all()) and bool((ent[~mask] == 0).all())
+    # the bonus is subtracted from the loss: c * mean entropy over the weighted tokens
+    policy = LMPolicy(model, codec)
+    tokens = [policy.tokenize(e) for e in _episodes("random", 2)]
+    w = [token_weights(t, [0.5] * t.num_turns) for t in tokens]
+    ids_np, _, w_np = pad_batch(tokens, w, pad_id=codec.pad_id)
+    ids2, wt = torch.from_numpy(ids_np), torch.from_numpy(w_np).float()
+    with torch.no_grad():
+        old = token_log_probs(model, ids2, wt[:, 1:] != 0)
+        _, ent2 = token_log_probs_and_entropy(model, ids2, wt[:, 1:] != 0)
+        n = float((wt[:, 1:] != 0).sum())
+        base_pg = float(policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu"))
+        bonus_pg = float(
+            policy_gradient_loss(
+                model, tokens, w, pad_id=codec.pad_id, device="cpu", entropy_coef=0.1
+            )
+        )
+        base_clip = float(clipped_policy_loss(model, ids2, wt, old))
+        bonus_clip = float(clipped_policy_loss(model, ids2, wt, old, entropy_coef=0.1))
+    mean_ent = float(ent2.sum()) / n
+    assert bonus_pg == pytest.approx(base_pg - 0.1 * mean_ent, rel=1e-5)
+    assert bonus_clip == pytest.approx(base_clip - 0.1 * mean_ent, rel=1e-5)
+    # with (almost) zero advantages only the bonus acts: a few steps raise the entropy
+    tiny = [token_weights(t, [1e-9] * t.num_turns) for t in tokens]
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    for _ in range(3):
+        loss = policy_gradient_loss(
+            model, tokens, tiny, pad_id=codec.pad_id, device="cpu", entropy_coef=1.0
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        _, after = token_log_probs_and_entropy(model, ids2, wt[:, 1:] != 0)
+    assert float(after.sum()) > float(ent2.sum())
+
+
 def test_ppo_style_updates_run(tmp_path: Path) -> None:
     cfg = TrainConfig(
         out_dir=str(tmp_path),
@@ -249,6 +300,7 @@ def test_ppo_style_updates_run(tmp_path: Path) -> None:
         episodes_per_update=4,
         epochs=2,
         minibatches=2,
+        entropy_coef=0.01,
         final_eval_episodes=0,
         max_new_tokens=8,
         **TINY,
@@ -468,6 +520,8 @@ def test_learning_rate_warm_up(tmp_path: Path) -> None:
         TrainConfig(updates=1, warmup_updates=-1).validate()
     with pytest.raises(ConfigError, match="dual_clip must be > 1"):
         TrainConfig(updates=1, dual_clip=0.5).validate()
+    with pytest.raises(ConfigError, match="entropy_coef must be >= 0"):
+        TrainConfig(updates=1, entropy_coef=-0.1).validate()
     with pytest.raises(ConfigError, match=r"'constant' or 'cosine'.*'linear'"):
         TrainConfig(updates=1, lr_schedule="linear").validate()
 

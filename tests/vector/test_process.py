@@ -102,6 +102,30 @@ def test_envs_not_stepped_when_their_worker_died_are_told_on_their_next_step() -
         assert obs[2].startswith("step 2")
 
 
+@pytest.mark.parametrize("mode", ["same_step", "next_step", "disabled"])
+def test_envs_rebuilt_after_a_crash_are_seeded_reproducibly(mode: str) -> None:
+    def play() -> list[object]:
+        with faulty(4, mode=mode) as venv:
+            venv.reset(seed=7)
+            out: list[object] = list(venv.step(["crash", "ok", "ok", "ok"])[0])
+            if mode == "disabled":  # reset the lost envs yourself, without a seed
+                out += venv.reset(options={"reset_mask": [True, True, False, False]})[0]
+            for _ in range(3):
+                out += list(venv.step(["ok"] * 4)[0])
+            return out
+
+    first, second = play(), play()
+    assert first == second  # the same seeds and the same crash: the same episodes
+    # the rebuilt envs got different seeds from each other and from the originals
+    starts = [o for o in first if isinstance(o, str) and o.startswith("start ")]
+    assert len(starts) == 2 and starts[0] != starts[1]
+    # an env that was never seeded is rebuilt unseeded
+    with faulty(2, mode=mode) as venv:
+        venv.reset()
+        venv.step(["crash", "ok"])
+        assert venv._restart_seeds([0, 1], venv.restarts) == [None, None]
+
+
 @pytest.mark.flaky(reruns=2)  # wall-clock bound: a busy machine can miss it once
 def test_a_hung_worker_is_killed_after_the_step_timeout() -> None:
     with faulty(4, step_timeout=1.0) as venv:

@@ -92,6 +92,10 @@ def test_ray_actor_crash_and_hang_are_isolated(cluster: None) -> None:
         assert trunc.tolist() == [True, False]
         assert "worker_error" in infos[0] and "died" in infos[0]["worker_error"]
         assert venv.restarts == 1  # type: ignore[attr-defined]
+        # the rebuilt env 0 was reset with a seed derived from its own (0) and the restart count
+        derived = venv._restart_seeds([0], 1)[0]
+        assert derived is not None
+        assert obs[0] == FaultyEnv(episode_length=50).reset(seed=derived)[0]
         # env 1 lived in the lost actor but was not stepped: its report is owed now
         obs, rew, term, trunc, infos = venv.step(["ok"] * 4)
         assert trunc.tolist() == [False, True, False, False]

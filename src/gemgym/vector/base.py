@@ -113,23 +113,36 @@ class EnvSlot:
     """One env plus the autoreset rule; what every backend hosts.
 
     ``step``/``astep`` return the vector-level result of one env (autoreset applied).
+    ``next_seed`` (set for an env rebuilt after a crash) seeds its next reset that gives no seed.
     """
 
-    __slots__ = ("env", "mode", "needs_reset")
+    __slots__ = ("env", "mode", "needs_reset", "next_seed")
 
-    def __init__(self, env: Env[Any, Any], mode: AutoresetMode, needs_reset: bool = False) -> None:
+    def __init__(
+        self,
+        env: Env[Any, Any],
+        mode: AutoresetMode,
+        needs_reset: bool = False,
+        next_seed: int | None = None,
+    ) -> None:
         self.env = env
         self.mode = mode
         self.needs_reset = needs_reset
+        self.next_seed = next_seed
+
+    def _seed(self, seed: int | None) -> int | None:
+        if seed is None:
+            seed, self.next_seed = self.next_seed, None
+        return seed
 
     def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
+        obs, info = self.env.reset(seed=self._seed(seed), options=options)
         self.needs_reset = False
         return obs, info
 
     def step(self, action: Any) -> StepTuple:
         if self.needs_reset:  # only set in NEXT_STEP mode
-            obs, info = self.env.reset()
+            obs, info = self.env.reset(seed=self._seed(None))
             self.needs_reset = False
             return obs, 0.0, False, False, info
         result = self.env.step(action)
@@ -149,13 +162,13 @@ class EnvSlot:
     async def areset(
         self, seed: int | None, options: dict[str, Any] | None
     ) -> tuple[Any, dict[str, Any]]:
-        obs, info = await self.env.areset(seed=seed, options=options)
+        obs, info = await self.env.areset(seed=self._seed(seed), options=options)
         self.needs_reset = False
         return obs, info
 
     async def astep(self, action: Any) -> StepTuple:
         if self.needs_reset:
-            obs, info = await self.env.areset()
+            obs, info = await self.env.areset(seed=self._seed(None))
             self.needs_reset = False
             return obs, 0.0, False, False, info
         result = await self.env.astep(action)
@@ -251,6 +264,7 @@ class VectorEnv:
         self.env_ids = [r.env_id for r in self.recipes]
         self.num_envs = len(self.recipes)
         self.autoreset_mode = AutoresetMode.coerce(autoreset_mode)
+        self._last_seeds: dict[int, int] = {}  # env index -> the seed of its last seeded reset
 
     # -- argument handling (shared by all backends) ---------------------------------------
     def _check_open(self) -> None:
@@ -283,7 +297,29 @@ class VectorEnv:
                 )
         if mask is not None and len(mask) != n:
             raise VectorEnvError(f"reset_mask has {len(mask)} entries for {n} envs")
-        return [(i, seeds[i], per_env[i]) for i in range(n) if mask is None or mask[i]]
+        items = [(i, seeds[i], per_env[i]) for i in range(n) if mask is None or mask[i]]
+        self._note_seeds(items)
+        return items
+
+    def _note_seeds(self, items: Sequence[ResetItem]) -> None:
+        """Remember each env's last reset seed (for :meth:`_restart_seeds`)."""
+        for i, seed, _ in items:
+            if seed is not None:
+                self._last_seeds[i] = seed
+
+    def _restart_seeds(self, indices: Sequence[int], restarts: int) -> list[int | None]:
+        """Seeds for envs rebuilt after their worker was lost (the ``restarts``-th loss): one
+        derived from the env's last reset seed and ``restarts``, or ``None`` for an env never
+        seeded. So a seeded run that loses a worker at the same step plays the same episodes."""
+        out: list[int | None] = []
+        for i in indices:
+            base = self._last_seeds.get(i)
+            if base is None:
+                out.append(None)
+            else:
+                entropy = [abs(base), int(base < 0), restarts]
+                out.append(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
+        return out
 
     def _step_plan(self, actions: Sequence[Any] | Mapping[int, Any]) -> list[tuple[int, Any]]:
         self._check_open()
@@ -425,6 +461,7 @@ class EnvHandle:
     ) -> tuple[Any, dict[str, Any]]:
         """Reset this env alone (``seed`` is used as given, not offset by the index)."""
         self.venv._check_open()
+        self.venv._note_seeds([(self.index, seed, options)])
         return self.venv._reset_items([(self.index, seed, options)])[0]
 
     async def areset(
@@ -432,6 +469,7 @@ class EnvHandle:
     ) -> tuple[Any, dict[str, Any]]:
         """Async :meth:`reset`."""
         self.venv._check_open()
+        self.venv._note_seeds([(self.index, seed, options)])
         return (await self.venv._areset_items([(self.index, seed, options)]))[0]
 
 

@@ -6,7 +6,9 @@ sends one message per worker holding the actions of all its envs, and the worker
 Crash isolation: a worker that dies (segfault, ``os._exit``, out-of-memory kill) or takes longer than
 ``step_timeout`` seconds for one step is killed and restarted, and its envs are rebuilt. Each of them
 is then reported once as ``truncated=True``, reward 0, with ``info["worker_error"]`` saying what
-happened; the other workers' results come back as usual. After a loss:
+happened; the other workers' results come back as usual. A rebuilt env that was reset with a seed
+before gets a seed derived from that one and the restart count for its next unseeded reset, so a
+seeded run stays reproducible through a loss at the same step. After a loss:
 
 * ``SAME_STEP``: the env was reset at once; the observation is the first of the new episode, and
   ``info["final_obs"]`` is ``None``.
@@ -98,6 +100,7 @@ def _worker_main(
     mode: AutoresetMode,
     needs_reset: bool,
     parent_pid: int,
+    seeds: list[int | None] | None = None,
 ) -> None:
     """The loop of one worker process."""
     with contextlib.suppress(OSError):
@@ -105,7 +108,10 @@ def _worker_main(
     _die_with_parent(parent_pid)
     dumps, loads, send, recv = pickle.dumps, pickle.loads, conn.send_bytes, conn.recv_bytes
     try:
-        slots = [EnvSlot(r.build(), mode, needs_reset) for r in recipes]
+        seeds = seeds or [None] * len(recipes)
+        slots = [
+            EnvSlot(r.build(), mode, needs_reset, s) for r, s in zip(recipes, seeds, strict=True)
+        ]
     except BaseException as e:
         send(dumps(("error", _pack_error(e)), _PROTOCOL))
         return
@@ -227,12 +233,12 @@ class ProcessVectorEnv(VectorEnv):
             raise
 
     # -- worker lifecycle ------------------------------------------------------------------
-    def _spawn(self, wk: _Worker, needs_reset: bool) -> None:
+    def _spawn(self, wk: _Worker, needs_reset: bool, seeds: list[int | None] | None = None) -> None:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         recipes = [self.recipes[i] for i in wk.env_indices]
         proc = self._ctx.Process(  # type: ignore[attr-defined]
             target=_worker_main,
-            args=(child_conn, recipes, self.autoreset_mode, needs_reset, os.getpid()),
+            args=(child_conn, recipes, self.autoreset_mode, needs_reset, os.getpid(), seeds),
             name=f"gemgym-vec-worker-{wk.index}",
             daemon=True,
         )
@@ -273,7 +279,8 @@ class ProcessVectorEnv(VectorEnv):
         self._kill(wk)
         self.restarts += 1
         mode = self.autoreset_mode
-        self._spawn(wk, needs_reset=mode is AutoresetMode.NEXT_STEP)
+        seeds = self._restart_seeds(wk.env_indices, self.restarts)
+        self._spawn(wk, needs_reset=mode is AutoresetMode.NEXT_STEP, seeds=seeds)
         self._await_ready(wk)
         msg = f"worker {wk.index} was restarted: {reason}; this env's episode was cut short"
         if mode is AutoresetMode.SAME_STEP:

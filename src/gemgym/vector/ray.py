@@ -9,7 +9,8 @@ leaves Ray running.
 Crash isolation works as in the ``process`` backend: an actor that dies (its process crashed or
 its node was lost) or takes longer than ``step_timeout`` seconds for a step is killed and
 replaced, its envs are rebuilt, and each of them is reported once as ``truncated=True``, reward
-0, with ``info["worker_error"]``; the other actors' results come back as usual. An exception
+0, with ``info["worker_error"]``; the other actors' results come back as usual (and a rebuilt env
+that was seeded gets a derived seed, as there). An exception
 raised by an env is re-raised as itself (not as Ray's wrapper), and the actor stays up.
 """
 
@@ -51,9 +52,16 @@ class _EnvGroup:
     """The body of one Ray actor: a few env slots."""
 
     def __init__(
-        self, recipes: list[EnvRecipe], mode: AutoresetMode, needs_reset: bool = False
+        self,
+        recipes: list[EnvRecipe],
+        mode: AutoresetMode,
+        needs_reset: bool = False,
+        seeds: list[int | None] | None = None,
     ) -> None:
-        self.slots = [EnvSlot(r.build(), mode, needs_reset) for r in recipes]
+        seeds = seeds or [None] * len(recipes)
+        self.slots = [
+            EnvSlot(r.build(), mode, needs_reset, s) for r, s in zip(recipes, seeds, strict=True)
+        ]
 
     def ready(self) -> bool:
         return True
@@ -139,9 +147,11 @@ class RayVectorEnv(VectorEnv):
     def _groups(self, items: Sequence[tuple[int, Any]]) -> dict[int, list[tuple[int, int, Any]]]:
         return group_items(self._where, items)
 
-    def _new_actor(self, k: int, needs_reset: bool = False) -> Any:
+    def _new_actor(
+        self, k: int, needs_reset: bool = False, seeds: list[int | None] | None = None
+    ) -> Any:
         recipes = [self.recipes[i] for i in self._blocks[k]]
-        return self._remote_cls.remote(recipes, self.autoreset_mode, needs_reset)
+        return self._remote_cls.remote(recipes, self.autoreset_mode, needs_reset, seeds)
 
     def _replace(self, k: int, reason: str) -> None:
         """Replace a lost actor; owe every one of its envs a truncation report."""
@@ -150,7 +160,10 @@ class RayVectorEnv(VectorEnv):
             ray.kill(self._actors[k])
         self.restarts += 1
         mode = self.autoreset_mode
-        actor = self._actors[k] = self._new_actor(k, needs_reset=mode is AutoresetMode.NEXT_STEP)
+        seeds = self._restart_seeds(self._blocks[k], self.restarts)
+        actor = self._actors[k] = self._new_actor(
+            k, needs_reset=mode is AutoresetMode.NEXT_STEP, seeds=seeds
+        )
         msg = f"actor {k} was replaced: {reason}; this env's episode was cut short"
         local = range(len(self._blocks[k]))
         pending = self._pending[k]

@@ -103,6 +103,7 @@ class TrainConfig:
     minibatches: int = 1
     clip_eps: float = 0.2
     dual_clip: float | None = 3.0
+    entropy_coef: float = 0.0
     updates: int | None = None
     time_budget_s: float | None = None
     sft_path: str | None = None
@@ -152,6 +153,8 @@ class TrainConfig:
             )
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ConfigError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
+        if self.entropy_coef < 0:
+            raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.warmup_updates < 0:
             raise ConfigError(f"warmup_updates must be >= 0, got {self.warmup_updates}")
         if self.epochs < 1 or self.minibatches < 1:
@@ -171,11 +174,13 @@ def policy_gradient_loss(
     device: Any,
     max_length: int | None = None,
     vocab_limit: int | None = None,
+    entropy_coef: float = 0.0,
 ) -> Any:
     """``-sum_j w_j log pi(x_j | x_<j) / N`` over the action tokens of a batch (a torch scalar).
 
     With all weights 1 on action tokens this is the SFT (negative log-likelihood) loss.
-    ``vocab_limit``: see :func:`token_log_probs`.
+    ``vocab_limit``: see :func:`token_log_probs`. ``entropy_coef=c`` subtracts ``c`` times the
+    mean entropy of the policy over the same tokens (an exploration bonus).
     """
     import torch
 
@@ -186,8 +191,12 @@ def policy_gradient_loss(
     # Right padding: under causal attention real tokens never see the pads that follow them,
     # so the batch needs no padding mask (which keeps the fast fused attention path).
     del att_np
-    tok_logp = token_log_probs(model, ids, w[:, 1:] != 0, vocab_limit)
-    return -(w[:, 1:] * tok_logp).sum() / max(1, n_action)
+    mask = w[:, 1:] != 0
+    if not entropy_coef:
+        tok_logp = token_log_probs(model, ids, mask, vocab_limit)
+        return -(w[:, 1:] * tok_logp).sum() / max(1, n_action)
+    tok_logp, ent = token_log_probs_and_entropy(model, ids, mask, vocab_limit)
+    return -(w[:, 1:] * tok_logp + entropy_coef * ent).sum() / max(1, n_action)
 
 
 def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | None = None) -> Any:
@@ -198,6 +207,21 @@ def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | N
     of the saving when actions are a small part of an episode. ``vocab_limit`` normalises over
     the first ids only, as the policy samples (the codec's ``action_vocab_size``).
     """
+    return _log_probs(model, ids, mask, vocab_limit, entropy=False)[0]
+
+
+def token_log_probs_and_entropy(
+    model: Any, ids: Any, mask: Any, vocab_limit: int | None = None
+) -> tuple[Any, Any]:
+    """:func:`token_log_probs` and the policy's entropy ``-sum_v pi(v) log pi(v)`` at the same
+    masked positions (both ``(batch, length - 1)``, 0 off the mask)."""
+    logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=True)
+    return logp, ent
+
+
+def _log_probs(
+    model: Any, ids: Any, mask: Any, vocab_limit: int | None, *, entropy: bool
+) -> tuple[Any, Any]:
     import torch
 
     head = model.get_output_embeddings() if mask is not None else None
@@ -207,14 +231,22 @@ def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | N
         logits = model(input_ids=ids).logits[:, :-1, :vocab_limit]
         logp = torch.log_softmax(logits.float(), dim=-1)
         out = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
-        return out if mask is None else out * mask
+        ent = -(logp.exp() * logp).sum(-1) if entropy else None
+        if mask is not None:
+            out = out * mask
+            ent = ent * mask if ent is not None else None
+        return out, ent
     hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
     sel = head(hidden[mask])[:, :vocab_limit]
     logp = torch.log_softmax(sel.float(), dim=-1)
     picked = logp.gather(-1, ids[:, 1:][mask][:, None]).squeeze(-1)
     out = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)
     out[mask] = picked
-    return out
+    if not entropy:
+        return out, None
+    ent = torch.zeros_like(out)
+    ent[mask] = -(logp.exp() * logp).sum(-1)
+    return out, ent
 
 
 def clipped_policy_loss(
@@ -226,6 +258,7 @@ def clipped_policy_loss(
     clip_eps: float = 0.2,
     dual_clip: float | None = None,
     vocab_limit: int | None = None,
+    entropy_coef: float = 0.0,
 ) -> Any:
     """PPO's clipped surrogate with token weights as advantages (a torch scalar).
 
@@ -236,16 +269,23 @@ def clipped_policy_loss(
     ``r = 1`` its gradient is that of :func:`policy_gradient_loss`. ``dual_clip=c`` (> 1) also
     bounds a token with a negative weight at ``c w_j`` (dual-clip PPO): without it, a token the
     policy has made much likelier since it was sampled contributes ``r_j w_j`` without limit.
+    ``entropy_coef=c`` subtracts ``c`` times the policy's mean entropy over the same tokens.
     """
     import torch
 
     w = weights[:, 1:]
-    logp = token_log_probs(model, ids, w != 0, vocab_limit)
+    ent = None
+    if entropy_coef:
+        logp, ent = token_log_probs_and_entropy(model, ids, w != 0, vocab_limit)
+    else:
+        logp = token_log_probs(model, ids, w != 0, vocab_limit)
     ratio = torch.exp(logp - old_logp)
     surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
     if dual_clip is not None:  # a negative advantage's term is otherwise unbounded in r
         surr = torch.where(w < 0, torch.maximum(surr, dual_clip * w), surr)
     n = torch.clamp((w != 0).sum(), min=1)
+    if ent is not None:
+        surr = surr + entropy_coef * ent
     return -surr.sum() / n
 
 
@@ -332,7 +372,12 @@ class Trainer:
         return int(sum(p.numel() for p in self.model.parameters()))
 
     # -- steps -----------------------------------------------------------------------------
-    def _step(self, tokens: Sequence[TokenizedEpisode], weights: Sequence[np.ndarray]) -> float:
+    def _step(
+        self,
+        tokens: Sequence[TokenizedEpisode],
+        weights: Sequence[np.ndarray],
+        entropy_coef: float = 0.0,
+    ) -> float:
         import torch
 
         self.model.train()
@@ -344,6 +389,7 @@ class Trainer:
             device=self.device,
             max_length=self.max_length,
             vocab_limit=self.vocab_limit,
+            entropy_coef=entropy_coef,
         )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -404,7 +450,7 @@ class Trainer:
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
         weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
         if cfg.epochs * cfg.minibatches == 1 and behaviour is None:
-            loss = self._step(tokens, weights)
+            loss = self._step(tokens, weights, cfg.entropy_coef)
         else:
             loss = self._ppo_steps(tokens, weights, behaviour)
         s = batch.summary()
@@ -525,6 +571,7 @@ class Trainer:
                     clip_eps=cfg.clip_eps,
                     dual_clip=cfg.dual_clip,
                     vocab_limit=self.vocab_limit,
+                    entropy_coef=cfg.entropy_coef,
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
