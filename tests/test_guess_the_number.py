@@ -98,6 +98,19 @@ def test_turn_limit_truncates_with_partial_credit() -> None:
     assert info["success"] is False
 
 
+def test_a_repeated_last_guess_gets_no_partial_credit() -> None:
+    env = _env()
+    env.reset(seed=4)
+    t = env.game_number
+    wrong = [g for g in range(1, 11) if g != t]
+    near = min(wrong, key=lambda g: abs(g - t))
+    others = [g for g in wrong if g != near][:2]
+    for g in [near, *others]:
+        env.step(f"\\boxed{{{g}}}")
+    obs, r, te, tr, info = env.step(f"\\boxed{{{near}}}")  # the closest miss, again
+    assert (r, te, tr, info["success"]) == (0.0, False, True, False)
+
+
 def test_partial_credit_can_be_turned_off() -> None:
     env = gemgym.make("game:GuessTheNumber-v0-easy", partial_credit=False)
     env.reset(seed=4)

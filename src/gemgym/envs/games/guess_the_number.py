@@ -10,7 +10,8 @@ action        any text; the last ``\boxed{N}`` (an integer, ``0`` and negatives 
 reward        correct guess: 1.0 and ``terminated``; wrong, out-of-range or repeated guess: 0.0;
               no ``\boxed{N}``: −0.1 and ``terminated`` (format error); at the turn limit without
               success: ``truncated`` with partial credit ``1 − |guess − target| / (max − min)``
-              for an in-range last guess (0 otherwise; 0 always with ``partial_credit=False``)
+              for a new in-range last guess (0 for an invalid one, out of range or repeated;
+              0 always with ``partial_credit=False``)
 expert        binary search over the interval the hints leave open (solves every preset)
 kwargs        ``min_number``, ``max_number``, ``max_turns``; ``partial_credit`` (default ``True``, as
               GEM): ``make("game:GuessTheNumber-v0-easy", partial_credit=False)`` pays only wins
@@ -19,7 +20,9 @@ kwargs        ``min_number``, ``max_number``, ``max_turns``; ``partial_credit`` 
 Differences from upstream GEM (bugs fixed): randomness is per env (``reset(seed=)``), ``\boxed{0}``
 is a number rather than a format error, a format error at the last turn is not also truncated,
 and the turn limit ends the episode with ``truncated=True`` only (never both flags). Partial
-credit is never negative (GEM gave negative rewards to far out-of-range last guesses).
+credit is never negative (GEM gave negative rewards to far out-of-range last guesses), and a
+repeated last guess is invalid (0) as at every other turn: GEM checks the turn limit first and
+pays it partial credit, an exploit RL finds (repeat the closest guess: see docs/results.md).
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ class GuessTheNumberEnv(GameEnv):
         guess = int(raw) if len(raw) <= 18 else (10**18 if raw[0] != "-" else -(10**18))
         reward = INVALID_ACTION_REWARD
         in_range = self.min_number <= guess <= self.max_number
+        new = in_range and guess not in self.previous_guesses
         if not in_range:
             obs = f"At turn {turn}, you guessed {guess}, which is outside the range specified."
         elif guess in self.previous_guesses:
@@ -165,7 +169,7 @@ class GuessTheNumberEnv(GameEnv):
         self.last_guess = guess
         if turn >= self.max_turns:
             span = self.max_number - self.min_number
-            close = in_range and self.config.partial_credit
+            close = new and self.config.partial_credit  # a repeat or out-of-range guess is invalid
             reward = 1.0 - abs(guess - self.game_number) / span if close else 0.0
             obs = "You have reached the maximum number of turns."
             return obs, reward, False, True, {"suffix": _SUFFIX, "success": False}
