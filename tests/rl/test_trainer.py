@@ -417,9 +417,10 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     over = tmp_path / "cli_overlap"
     argv = ["train", ENV, "--out", str(over), "--updates", "2", "--episodes-per-update", "4"]
     argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
-    assert main([*argv, "--overlap", "--warmup-updates", "4"]) == 0
+    assert main([*argv, "--overlap", "--warmup-updates", "4", "--entropy-coef", "0.01"]) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["overlap"] is True and saved["warmup_updates"] == 4
+    assert saved["entropy_coef"] == 0.01
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:

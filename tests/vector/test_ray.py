@@ -65,6 +65,16 @@ def test_ray_async_and_close_kills_actors(cluster: None) -> None:
     together, alone = asyncio.run(main())
     assert all(o.startswith("step 1") for o in together[0])
     assert all(r[0].startswith("step 2") for r in alone)
+    # areset awaits the actors' replies; an actor that died meanwhile is replaced
+    with gemgym.make_vec("bench:Sleep-v0", 4, sleep_s=0.0) as ref:
+        expected = ref.reset(seed=5)[0]
+    assert asyncio.run(venv.areset(seed=5))[0] == expected
+    dead = venv._actors[0]  # type: ignore[attr-defined]
+    ray.kill(dead)
+    with pytest.raises(ray.exceptions.RayActorError):  # wait until it is really gone
+        ray.get(dead.ready.remote(), timeout=30)
+    assert asyncio.run(venv.areset(seed=5))[0] == expected
+    assert venv.restarts == 1  # type: ignore[attr-defined]
     actors = list(venv._actors)  # type: ignore[attr-defined]
     assert len(actors) == 2 and all(ray.get([a.ready.remote() for a in actors]))
     venv.close()

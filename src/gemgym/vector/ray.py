@@ -235,25 +235,37 @@ class RayVectorEnv(VectorEnv):
             raise error
         return results
 
-    def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
-        ray = self._ray
-        results: list[Any] = [None] * len(items)
+    def _send_resets(self, items: list[ResetItem]) -> list[tuple[int, Any, Any, Any]]:
         groups = self._groups([(i, (s, o)) for i, s, o in items])
         sent = []
         for k, group in groups.items():
             payload = [(j, s, o) for _, j, (s, o) in group]
             sent.append((k, group, payload, self._actors[k].reset.remote(payload)))
-        for k, group, payload, ref in sent:
+        return sent
+
+    def _take_reset(self, results: list[Any], k: int, group: Any, payload: Any, out: Any) -> None:
+        """Put actor ``k``'s reset reply into the results; a dead actor is replaced and asked
+        again, an env's exception is raised."""
+        ray = self._ray
+        if isinstance(out, ray.exceptions.RayActorError):  # replace it and reset there
+            self._replace(k, "the actor died")
+            out = ray.get(self._actors[k].reset.remote(payload))
+        elif isinstance(out, ray.exceptions.RayTaskError):
+            raise _env_error(out) from None
+        elif isinstance(out, BaseException):
+            raise out
+        for (pos, j, _), res in zip(group, out, strict=True):
+            self._pending[k].pop(j, None)
+            results[pos] = res
+
+    def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
+        results: list[Any] = [None] * len(items)
+        for k, group, payload, ref in self._send_resets(items):
             try:
-                out = ray.get(ref)
-            except ray.exceptions.RayActorError:  # replace it and reset there
-                self._replace(k, "the actor died")
-                out = ray.get(self._actors[k].reset.remote(payload))
-            except ray.exceptions.RayTaskError as e:
-                raise _env_error(e) from None
-            for (pos, j, _), res in zip(group, out, strict=True):
-                self._pending[k].pop(j, None)
-                results[pos] = res
+                out = self._ray.get(ref)
+            except Exception as e:  # handled (or raised) by _take_reset
+                out = e
+            self._take_reset(results, k, group, payload, out)
         return results
 
     async def _astep_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
@@ -269,7 +281,12 @@ class RayVectorEnv(VectorEnv):
         return results
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
-        return await asyncio.get_running_loop().run_in_executor(None, self._reset_items, items)
+        results: list[Any] = [None] * len(items)
+        sent = self._send_resets(items)
+        outs = await asyncio.gather(*(ref for *_, ref in sent), return_exceptions=True)
+        for (k, group, payload, _), out in zip(sent, outs, strict=True):
+            self._take_reset(results, k, group, payload, out)
+        return results
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
         outs = self._ray.get([actor.call.remote(name, args) for actor in self._actors])
