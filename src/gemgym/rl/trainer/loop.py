@@ -191,12 +191,9 @@ def policy_gradient_loss(
     # Right padding: under causal attention real tokens never see the pads that follow them,
     # so the batch needs no padding mask (which keeps the fast fused attention path).
     del att_np
-    mask = w[:, 1:] != 0
-    if not entropy_coef:
-        tok_logp = token_log_probs(model, ids, mask, vocab_limit)
-        return -(w[:, 1:] * tok_logp).sum() / max(1, n_action)
-    tok_logp, ent = token_log_probs_and_entropy(model, ids, mask, vocab_limit)
-    return -(w[:, 1:] * tok_logp + entropy_coef * ent).sum() / max(1, n_action)
+    tok_logp, ent = _log_probs(model, ids, w[:, 1:] != 0, vocab_limit, entropy=bool(entropy_coef))
+    gain = w[:, 1:] * tok_logp if ent is None else w[:, 1:] * tok_logp + entropy_coef * ent
+    return -gain.sum() / max(1, n_action)
 
 
 def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | None = None) -> Any:
@@ -215,8 +212,7 @@ def token_log_probs_and_entropy(
 ) -> tuple[Any, Any]:
     """:func:`token_log_probs` and the policy's entropy ``-sum_v pi(v) log pi(v)`` at the same
     masked positions (both ``(batch, length - 1)``, 0 off the mask)."""
-    logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=True)
-    return logp, ent
+    return _log_probs(model, ids, mask, vocab_limit, entropy=True)
 
 
 def _log_probs(
@@ -274,11 +270,7 @@ def clipped_policy_loss(
     import torch
 
     w = weights[:, 1:]
-    ent = None
-    if entropy_coef:
-        logp, ent = token_log_probs_and_entropy(model, ids, w != 0, vocab_limit)
-    else:
-        logp = token_log_probs(model, ids, w != 0, vocab_limit)
+    logp, ent = _log_probs(model, ids, w != 0, vocab_limit, entropy=bool(entropy_coef))
     ratio = torch.exp(logp - old_logp)
     surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
     if dual_clip is not None:  # a negative advantage's term is otherwise unbounded in r
