@@ -86,6 +86,9 @@ def main() -> None:
     )
     ap.add_argument("--warmup-updates", type=int, default=0, help="linear RL lr warm-up")
     ap.add_argument("--entropy-coef", type=float, default=0.0, help="entropy bonus (default 0)")
+    ap.add_argument(
+        "--kl-coef", type=float, default=0.0, help="KL penalty toward the warm start (default 0)"
+    )
     ap.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine"])
     ap.add_argument("--episodes-per-update", type=int, default=64)
     ap.add_argument(
@@ -180,6 +183,7 @@ def main() -> None:
                     "episodes_per_update": args.episodes_per_update,
                     "warmup_updates": args.warmup_updates,
                     "entropy_coef": args.entropy_coef,
+                    "kl_coef": args.kl_coef,
                     "lr_schedule": args.lr_schedule,
                     "overlap": args.overlap,
                     "init_checkpoint": args.init or str(sft_dir / "checkpoint.pt"),

@@ -417,10 +417,11 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     over = tmp_path / "cli_overlap"
     argv = ["train", ENV, "--out", str(over), "--updates", "2", "--episodes-per-update", "4"]
     argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
-    assert main([*argv, "--overlap", "--warmup-updates", "4", "--entropy-coef", "0.01"]) == 0
+    argv += ["--overlap", "--warmup-updates", "4", "--entropy-coef", "0.01", "--kl-coef", "0.05"]
+    assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["overlap"] is True and saved["warmup_updates"] == 4
-    assert saved["entropy_coef"] == 0.01
+    assert saved["entropy_coef"] == 0.01 and saved["kl_coef"] == 0.05
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
@@ -574,3 +575,108 @@ def test_overlap_behaviour_log_probs_are_the_collecting_policys(tmp_path: Path) 
         learner = token_log_probs(trainer.model, torch.from_numpy(ids), mask, trainer.vocab_limit)
     assert torch.allclose(behaviour, learner, atol=1e-5)  # same weights: every ratio is 1
     assert bool((behaviour[mask] < 0).all()) and int(mask.sum()) > 0
+
+
+def test_kl_penalty_values_and_direction() -> None:
+    from gemgym.rl import pad_batch
+    from gemgym.rl.trainer import kl_penalty
+    from gemgym.rl.trainer.loop import token_log_probs
+
+    # the estimator by hand: exp(d) - d - 1 with d = ref - logp, averaged over the mask
+    logp = torch.tensor([[-1.0, -2.0, -0.5]])
+    ref = torch.tensor([[-1.0, -1.0, -3.0]])
+    mask = torch.tensor([[True, True, False]])
+    d = np.array([0.0, 1.0])
+    expect = float(np.mean(np.exp(d) - d - 1))
+    assert float(kl_penalty(logp, ref, mask)) == pytest.approx(expect)
+    assert float(kl_penalty(ref, ref, mask)) == 0.0
+
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    policy = LMPolicy(model, codec)
+    tokens = [policy.tokenize(e) for e in _episodes("random", 3)]
+    w = [token_weights(t, [0.5] * t.num_turns) for t in tokens]
+    ids_np, _, w_np = pad_batch(tokens, w, pad_id=codec.pad_id)
+    ids, wt = torch.from_numpy(ids_np), torch.from_numpy(w_np).float()
+    acts = wt[:, 1:] != 0
+    with torch.no_grad():
+        ref_logp = token_log_probs(model, ids, acts)
+        base = float(policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu"))
+        # at the reference itself the penalty is 0: the loss is unchanged
+        same = float(
+            policy_gradient_loss(
+                model, tokens, w, pad_id=codec.pad_id, device="cpu", kl_coef=1.0, ref_logp=ref_logp
+            )
+        )
+        assert same == pytest.approx(base, abs=1e-6)
+        clip_same = float(
+            clipped_policy_loss(
+                model, ids, wt, ref_logp, kl_coef=1.0, ref_logp=ref_logp, action_mask=acts
+            )
+        )
+        assert clip_same == pytest.approx(float(clipped_policy_loss(model, ids, wt, ref_logp)))
+    # pushed away from the reference by an advantage, the penalty is positive and its
+    # gradient steps move the policy back toward the reference
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(5):
+        loss = policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def kl_now() -> float:
+        with torch.no_grad():
+            return float(kl_penalty(token_log_probs(model, ids, acts), ref_logp, acts))
+
+    away = kl_now()
+    assert away > 0
+    zero = [token_weights(t, [0.0] * t.num_turns) for t in tokens]
+    for _ in range(5):
+        loss = policy_gradient_loss(
+            model, tokens, zero, pad_id=codec.pad_id, device="cpu", kl_coef=1.0, ref_logp=ref_logp
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert kl_now() < away
+    from gemgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="ref_logp"):
+        policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu", kl_coef=0.1)
+    with pytest.raises(ConfigError, match="kl_coef must be >= 0"):
+        TrainConfig(updates=1, kl_coef=-1.0).validate()
+
+
+@pytest.mark.parametrize("mode", ["plain", "overlap", "ppo"])
+def test_kl_runs_keep_a_frozen_reference_and_resume_it(tmp_path: Path, mode: str) -> None:
+    kw: dict[str, object] = {"overlap": mode == "overlap"}
+    if mode == "ppo":
+        kw.update(epochs=2, minibatches=2)
+    cfg = TrainConfig(
+        out_dir=str(tmp_path),
+        updates=2,
+        estimator="reinforce",
+        episodes_per_update=4,
+        kl_coef=0.5,
+        final_eval_episodes=0,
+        checkpoint_every=1,
+        max_new_tokens=8,
+        **TINY,
+        **kw,  # type: ignore[arg-type]
+    )
+    trainer = Trainer(cfg)
+    start = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.run()
+    assert trainer.update == 2 and all(np.isfinite(r["loss"]) for r in trainer.rows)
+    ref = list(trainer.ref_model.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(start, ref, strict=True))  # frozen
+    assert not all(
+        torch.equal(a, b) for a, b in zip(start, trainer.model.parameters(), strict=True)
+    )
+    assert not any(p.requires_grad for p in ref)
+    # a resumed run gets the saved reference back, not its current weights
+    cfg2 = TrainConfig(**{**cfg.__dict__, "updates": 3})
+    again = Trainer(cfg2)
+    again.run(resume=True)
+    assert again.update == 3
+    assert all(torch.equal(a, b) for a, b in zip(start, again.ref_model.parameters(), strict=True))

@@ -72,6 +72,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="entropy bonus on the action tokens (default 0: none)",
     )
+    p.add_argument(
+        "--kl-coef",
+        type=float,
+        default=0.0,
+        help="KL penalty toward the weights RL starts from (GRPO's k3; default 0: none)",
+    )
     p.add_argument("--init", dest="init_checkpoint", help="start from a checkpoint's weights")
     p.add_argument("--sft", dest="sft_path", help="JSONL traces (gemgym run --out) for SFT")
     p.add_argument("--sft-steps", type=int, default=300)
@@ -136,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         clip_eps=args.clip_eps,
         dual_clip=args.dual_clip or None,
         entropy_coef=args.entropy_coef,
+        kl_coef=args.kl_coef,
         init_checkpoint=args.init_checkpoint,
         updates=args.updates,
         time_budget_s=args.time_budget,

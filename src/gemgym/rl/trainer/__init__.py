@@ -14,6 +14,7 @@ from gemgym.rl.trainer.loop import (
     Trainer,
     clipped_policy_loss,
     config_from_dict,
+    kl_penalty,
     plot_curves,
     policy_gradient_loss,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "build_model",
     "clipped_policy_loss",
     "config_from_dict",
+    "kl_penalty",
     "observation_text",
     "plot_curves",
     "policy_gradient_loss",

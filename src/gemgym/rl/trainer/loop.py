@@ -21,6 +21,14 @@ clipped surrogate against the log-probs of the copy that collected it (``dual_cl
 the negative-advantage side); an update costs about ``max(collect, learn)`` instead of
 ``collect + learn``. Runs stay reproducible: the same seed gives the same batches and weights.
 
+With ``kl_coef = beta > 0`` the loss also holds ``beta`` times a KL penalty toward the reference
+policy (the weights RL started from: the SFT warm start or ``init_checkpoint``), per action token
+with the estimator of GRPO (Shao et al., 2024),
+``k3 = pi_ref / pi - log(pi_ref / pi) - 1`` (always >= 0), averaged over the action tokens. Its
+gradient is that of ``KL(pi_ref || pi)``: it pushes mass back onto actions the warm start
+considered, which keeps a policy exploring where an entropy bonus would also spread the format
+tokens the warm start already fixed.
+
 Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
 (model, optimiser, counters, random states: ``resume=True`` continues from it) and
 ``final.json`` (the final evaluation on fresh seeds: sampling as in training, and greedy
@@ -55,6 +63,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "clipped_policy_loss",
+    "kl_penalty",
     "plot_curves",
     "policy_gradient_loss",
 ]
@@ -104,6 +113,7 @@ class TrainConfig:
     clip_eps: float = 0.2
     dual_clip: float | None = 3.0
     entropy_coef: float = 0.0
+    kl_coef: float = 0.0
     updates: int | None = None
     time_budget_s: float | None = None
     sft_path: str | None = None
@@ -155,6 +165,8 @@ class TrainConfig:
             raise ConfigError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.entropy_coef < 0:
             raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
+        if self.kl_coef < 0:
+            raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}")
         if self.warmup_updates < 0:
             raise ConfigError(f"warmup_updates must be >= 0, got {self.warmup_updates}")
         if self.epochs < 1 or self.minibatches < 1:
@@ -175,12 +187,16 @@ def policy_gradient_loss(
     max_length: int | None = None,
     vocab_limit: int | None = None,
     entropy_coef: float = 0.0,
+    kl_coef: float = 0.0,
+    ref_logp: Any = None,
 ) -> Any:
     """``-sum_j w_j log pi(x_j | x_<j) / N`` over the action tokens of a batch (a torch scalar).
 
     With all weights 1 on action tokens this is the SFT (negative log-likelihood) loss.
     ``vocab_limit``: see :func:`token_log_probs`. ``entropy_coef=c`` subtracts ``c`` times the
-    mean entropy of the policy over the same tokens (an exploration bonus).
+    mean entropy of the policy over the same tokens (an exploration bonus). ``kl_coef=beta``
+    with ``ref_logp`` (the reference policy's :func:`token_log_probs` of the same padded batch
+    at its action tokens) adds ``beta`` times :func:`kl_penalty`.
     """
     import torch
 
@@ -191,9 +207,48 @@ def policy_gradient_loss(
     # Right padding: under causal attention real tokens never see the pads that follow them,
     # so the batch needs no padding mask (which keeps the fast fused attention path).
     del att_np
-    tok_logp, ent = _log_probs(model, ids, w[:, 1:] != 0, vocab_limit, entropy=bool(entropy_coef))
+    mask = w[:, 1:] != 0
+    if kl_coef:
+        mask = mask | _action_positions(episodes, ids.shape[1], device)
+    tok_logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=bool(entropy_coef))
     gain = w[:, 1:] * tok_logp if ent is None else w[:, 1:] * tok_logp + entropy_coef * ent
-    return -gain.sum() / max(1, n_action)
+    loss = -gain.sum() / max(1, n_action)
+    if kl_coef:
+        loss = loss + kl_coef * kl_penalty(tok_logp, _require_ref(ref_logp), mask)
+    return loss
+
+
+def kl_penalty(logp: Any, ref_logp: Any, mask: Any) -> Any:
+    """The mean over the ``mask``ed tokens of GRPO's per-token KL estimator
+    ``exp(ref - logp) - (ref - logp) - 1`` (a torch scalar, >= 0; 0 where ``logp == ref``).
+
+    ``logp``, ``ref_logp``: log-probs of the sampled tokens under the policy and the reference.
+    An unbiased estimate of ``KL(pi || pi_ref)`` on tokens sampled from ``pi``; its gradient is
+    ``(1 - pi_ref / pi) grad log pi``, which lowers a token the policy favours more than the
+    reference does and raises one it favours less.
+    """
+    import torch
+
+    d = torch.where(mask, ref_logp - logp, torch.zeros_like(logp))
+    k3 = torch.exp(d) - d - 1.0
+    return (k3 * mask).sum() / torch.clamp(mask.sum(), min=1)
+
+
+def _require_ref(ref_logp: Any) -> Any:
+    if ref_logp is None:
+        raise ConfigError("kl_coef > 0 needs ref_logp: the reference policy's log-probs")
+    return ref_logp
+
+
+def _action_positions(episodes: Sequence[TokenizedEpisode], length: int, device: Any) -> Any:
+    """The ``(batch, length - 1)`` bool mask of action tokens (targets) of a padded batch."""
+    import torch
+
+    out = np.zeros((len(episodes), length), dtype=bool)
+    for i, e in enumerate(episodes):
+        m = e.action_mask[:length]
+        out[i, : len(m)] = m != 0
+    return torch.from_numpy(out[:, 1:]).to(device)
 
 
 def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | None = None) -> Any:
@@ -255,6 +310,9 @@ def clipped_policy_loss(
     dual_clip: float | None = None,
     vocab_limit: int | None = None,
     entropy_coef: float = 0.0,
+    kl_coef: float = 0.0,
+    ref_logp: Any = None,
+    action_mask: Any = None,
 ) -> Any:
     """PPO's clipped surrogate with token weights as advantages (a torch scalar).
 
@@ -266,11 +324,18 @@ def clipped_policy_loss(
     bounds a token with a negative weight at ``c w_j`` (dual-clip PPO): without it, a token the
     policy has made much likelier since it was sampled contributes ``r_j w_j`` without limit.
     ``entropy_coef=c`` subtracts ``c`` times the policy's mean entropy over the same tokens.
+    ``kl_coef=beta`` adds ``beta`` times :func:`kl_penalty` against ``ref_logp`` over the
+    ``(batch, length - 1)`` bool ``action_mask`` (all action tokens, zero weights included).
     """
     import torch
 
     w = weights[:, 1:]
-    logp, ent = _log_probs(model, ids, w != 0, vocab_limit, entropy=bool(entropy_coef))
+    mask = w != 0
+    if kl_coef:
+        if action_mask is None:
+            raise ConfigError("kl_coef > 0 needs action_mask: the action tokens of the batch")
+        mask = mask | action_mask
+    logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=bool(entropy_coef))
     ratio = torch.exp(logp - old_logp)
     surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
     if dual_clip is not None:  # a negative advantage's term is otherwise unbounded in r
@@ -278,7 +343,10 @@ def clipped_policy_loss(
     n = torch.clamp((w != 0).sum(), min=1)
     if ent is not None:
         surr = surr + entropy_coef * ent
-    return -surr.sum() / n
+    loss = -surr.sum() / n
+    if kl_coef:
+        loss = loss + kl_coef * kl_penalty(logp, _require_ref(ref_logp), mask)
+    return loss
 
 
 class Trainer:
@@ -323,6 +391,8 @@ class Trainer:
         self._next_batch: Future[Any] | None = None
         self._resume_point: tuple[int, Any] = (0, None)
         self._pool: ThreadPoolExecutor | None = None
+        # kl_coef: a frozen copy of the weights RL starts from (made by _ensure_reference)
+        self.ref_model: Any = None
         if config.overlap:
             self.rollout_policy = self._make_policy(copy.deepcopy(self.model).eval())
         self.collector = self._collector(
@@ -369,6 +439,8 @@ class Trainer:
         tokens: Sequence[TokenizedEpisode],
         weights: Sequence[np.ndarray],
         entropy_coef: float = 0.0,
+        kl_coef: float = 0.0,
+        ref_logp: Any = None,
     ) -> float:
         import torch
 
@@ -382,6 +454,8 @@ class Trainer:
             max_length=self.max_length,
             vocab_limit=self.vocab_limit,
             entropy_coef=entropy_coef,
+            kl_coef=kl_coef,
+            ref_logp=ref_logp,
         )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -416,13 +490,15 @@ class Trainer:
         """
         cfg = self.config
         t0 = time.perf_counter()
+        if cfg.kl_coef:
+            self._reference()  # made here, never by the collection thread
         if cfg.overlap:
             pending, self._next_batch = self._next_batch, None
             scored = pending.result() if pending is not None else None
             self._sync_rollout_policy()  # the collector is idle: give it the learner's weights
             if scored is None:  # the first update collects in the foreground
                 scored = self._collect_scored(cfg.episodes_per_update)
-            batch, tokens, behaviour = scored
+            batch, tokens, behaviour, ref = scored
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="gemgym-collect")
             # where a resumed run starts collecting again: the pending batch is not saved
@@ -435,6 +511,7 @@ class Trainer:
             batch = self.collector.collect(cfg.episodes_per_update)
             tokens = [self.policy.tokenize(e) for e in batch.episodes]
             behaviour = None
+            ref = self._score(self._reference(), tokens) if cfg.kl_coef else None
         t1 = time.perf_counter()
         if cfg.warmup_updates or cfg.lr_schedule != "constant":
             for group in self.optimizer.param_groups:
@@ -442,9 +519,9 @@ class Trainer:
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
         weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
         if cfg.epochs * cfg.minibatches == 1 and behaviour is None:
-            loss = self._step(tokens, weights, cfg.entropy_coef)
+            loss = self._step(tokens, weights, cfg.entropy_coef, cfg.kl_coef, ref)
         else:
-            loss = self._ppo_steps(tokens, weights, behaviour)
+            loss = self._ppo_steps(tokens, weights, behaviour, ref)
         s = batch.summary()
         self.update += 1
         return {
@@ -475,13 +552,20 @@ class Trainer:
             factor *= 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return cfg.lr * factor
 
-    def _collect_scored(self, episodes: int) -> tuple[Batch, list[TokenizedEpisode], Any]:
+    def _collect_scored(self, episodes: int) -> tuple[Batch, list[TokenizedEpisode], Any, Any]:
         """Collect with the rollout policy and score the batch's tokens with it: the batch, its
-        tokens, and the collecting policy's log-probs of the action tokens (``overlap``)."""
-        import torch
-
+        tokens, the collecting policy's log-probs of the action tokens (``overlap``), and the
+        reference policy's (``kl_coef``; else ``None``)."""
         batch = self.collector.collect(episodes)
         tokens = [self.rollout_policy.tokenize(e) for e in batch.episodes]
+        logp = self._score(self.rollout_policy.model, tokens)
+        ref = self._score(self._reference(), tokens) if self.config.kl_coef else None
+        return batch, tokens, logp, ref
+
+    def _score(self, model: Any, tokens: Sequence[TokenizedEpisode]) -> Any:
+        """``model``'s log-probs of the action tokens of the padded batch (0 elsewhere)."""
+        import torch
+
         masks = [t.action_mask.astype(np.float64) for t in tokens]
         ids_np, _, m_np = pad_batch(
             tokens, masks, pad_id=self.codec.pad_id, max_length=self.max_length
@@ -489,8 +573,15 @@ class Trainer:
         ids = torch.from_numpy(ids_np).to(self.device)
         mask = torch.from_numpy(m_np[:, 1:] != 0).to(self.device)
         with torch.no_grad():
-            logp = token_log_probs(self.rollout_policy.model, ids, mask, self.vocab_limit)
-        return batch, tokens, logp
+            return token_log_probs(model, ids, mask, self.vocab_limit)
+
+    def _reference(self) -> Any:
+        """The reference model of ``kl_coef`` (a frozen copy of the weights RL started from)."""
+        if self.ref_model is None:
+            self.ref_model = copy.deepcopy(self.model).eval()
+            for p in self.ref_model.parameters():
+                p.requires_grad_(False)
+        return self.ref_model
 
     def _sync_rollout_policy(self) -> None:
         """Copy the learner's weights into the rollout policy's model (``overlap`` only)."""
@@ -530,9 +621,11 @@ class Trainer:
         tokens: Sequence[TokenizedEpisode],
         weights: Sequence[np.ndarray],
         behaviour: Any = None,
+        ref: Any = None,
     ) -> float:
         """``epochs`` passes of ``minibatches`` clipped-surrogate steps over one batch, against
-        ``behaviour`` (the collecting policy's log-probs) or the current policy's."""
+        ``behaviour`` (the collecting policy's log-probs) or the current policy's; ``ref``: the
+        reference policy's log-probs (``kl_coef``)."""
         import torch
 
         cfg = self.config
@@ -548,6 +641,7 @@ class Trainer:
             self.model.eval()
             with torch.no_grad():
                 old = token_log_probs(self.model, ids, w[:, 1:] != 0, self.vocab_limit)
+        acts = _action_positions(tokens, ids.shape[1], self.device) if cfg.kl_coef else None
         self.model.train()
         rng = np.random.default_rng([cfg.seed, self.update])
         losses = []
@@ -564,6 +658,9 @@ class Trainer:
                     dual_clip=cfg.dual_clip,
                     vocab_limit=self.vocab_limit,
                     entropy_coef=cfg.entropy_coef,
+                    kl_coef=cfg.kl_coef,
+                    ref_logp=None if ref is None else ref[sel, : n - 1],
+                    action_mask=None if acts is None else acts[sel, : n - 1],
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -611,6 +708,8 @@ class Trainer:
             self.sft_done = True
             self.elapsed = time.perf_counter() - start
             self.log(f"SFT on {len(eps)} episodes, {cfg.sft_steps} steps: loss {loss:.3f}")
+        if cfg.kl_coef:
+            self._reference()  # the weights RL starts from (restored by load() on resume)
         while True:
             self.elapsed = time.perf_counter() - start
             if cfg.updates is not None and self.update >= cfg.updates:
@@ -684,6 +783,7 @@ class Trainer:
                 "collector_group": group,
                 "torch_rng": torch.get_rng_state(),
                 "sample_rng": sample_rng,
+                "ref_model": None if self.ref_model is None else self.ref_model.state_dict(),
             },
             path,
         )
@@ -718,6 +818,9 @@ class Trainer:
                     f"{getattr(self.config, key)!r}; use another out_dir or the same settings"
                 )
         self.model.load_state_dict(state["model"])
+        if state.get("ref_model") is not None:
+            self.ref_model = None
+            self._reference().load_state_dict(state["ref_model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.update = int(state["update"])
         self.elapsed = float(state["elapsed"])
