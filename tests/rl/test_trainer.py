@@ -567,7 +567,8 @@ def test_overlap_behaviour_log_probs_are_the_collecting_policys(tmp_path: Path) 
 
     trainer = Trainer(_overlap_config(tmp_path, overlap=True))
     trainer._sync_rollout_policy()
-    batch, tokens, behaviour = trainer._collect_scored(4)
+    batch, tokens, behaviour, ref = trainer._collect_scored(4)
+    assert ref is None  # no kl_coef, no reference
     masks = [t.action_mask.astype(np.float64) for t in tokens]
     ids, _, m = pad_batch(tokens, masks, pad_id=trainer.codec.pad_id)
     mask = torch.from_numpy(m[:, 1:] != 0)
