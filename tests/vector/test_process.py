@@ -217,3 +217,53 @@ def test_workers_die_with_their_parent(tmp_path: Path, start_method: str) -> Non
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_busy_wait_polls_while_waits_are_short_and_sleeps_after_a_long_one() -> None:
+    import multiprocessing as mp
+
+    from gemgym.vector.process import _BusyWait
+
+    a, b = mp.Pipe()
+    try:
+        busy = _BusyWait(a, 0.002)
+        b.send_bytes(b"x")
+        assert busy() is True  # readable already: no polling needed
+        a.recv_bytes()
+        t0 = time.perf_counter()
+        assert busy() is False  # nothing came within 2 ms: it polled that long, then gave up
+        assert time.perf_counter() - t0 >= 0.002
+        assert busy.spin is False
+        t0 = time.perf_counter()
+        assert busy() is False  # after a long wait it no longer polls: back at once
+        assert time.perf_counter() - t0 < 0.002
+        busy.slept(0.0001)  # a short wait that slept: poll again next time
+        assert busy.spin is True
+        busy.slept(1.0)
+        assert busy.spin is True  # only a poll that runs out turns polling off
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("busy_poll", [0.0, 0.001])
+def test_busy_polling_changes_no_result(busy_poll: float) -> None:
+    import gemgym
+
+    ids = ["game:GuessTheNumber-v0-hard"] * 6
+    actions = [[f"\\boxed{{{(7 * k + i) % 50 + 1}}}" for i in range(6)] for k in range(40)]
+
+    def run(backend: str, **opts: object) -> list[object]:
+        venv = gemgym.make_vec(ids, backend=backend, backend_options=opts)
+        try:
+            out: list[object] = [venv.reset(seed=3)[0]]
+            for batch in actions:
+                obs, rew, term, trunc, _ = venv.step(batch)
+                out.append((obs, rew.tolist(), term.tolist(), trunc.tolist()))
+            return out
+        finally:
+            venv.close()
+
+    assert run("process", num_workers=2, busy_poll=busy_poll) == run("sync")
+    with pytest.raises(Exception, match="busy_poll"):
+        make_vector_env(env_fns=[FaultyEnv], backend="process", busy_poll=-1.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,8 +72,14 @@ def test_ray_async_and_close_kills_actors(cluster: None) -> None:
     assert asyncio.run(venv.areset(seed=5))[0] == expected
     dead = venv._actors[0]  # type: ignore[attr-defined]
     ray.kill(dead)
-    with pytest.raises(ray.exceptions.RayActorError):  # wait until it is really gone
-        ray.get(dead.ready.remote(), timeout=30)
+    deadline = time.monotonic() + 30
+    while True:  # wait until it is really gone (the kill is asynchronous: a call may get in first)
+        try:
+            ray.get(dead.ready.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            break
+        assert time.monotonic() < deadline, "the killed actor still answers after 30 s"
+        time.sleep(0.05)
     assert asyncio.run(venv.areset(seed=5))[0] == expected
     assert venv.restarts == 1  # type: ignore[attr-defined]
     actors = list(venv._actors)  # type: ignore[attr-defined]
