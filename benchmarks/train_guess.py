@@ -24,6 +24,7 @@ from typing import Any
 CONFIGS: dict[str, dict[str, Any]] = {
     "rebn-g0.9": {"estimator": "rebn", "gamma": 0.9, "group_size": 1},
     "rebn-g1.0": {"estimator": "rebn", "gamma": 1.0, "group_size": 1},
+    "rebn-group-g0.9": {"estimator": "rebn_group", "gamma": 0.9, "group_size": 8},
     "grpo": {"estimator": "grpo", "gamma": 1.0, "group_size": 8},
     "reinforce-g0.9": {"estimator": "reinforce", "gamma": 0.9, "group_size": 1},
     "reinforce-g1.0": {"estimator": "reinforce", "gamma": 1.0, "group_size": 1},

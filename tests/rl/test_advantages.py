@@ -144,3 +144,27 @@ def test_compute_advantages_dispatch_and_errors() -> None:
         compute_advantages("ppo2", rewards)
     with pytest.raises(ConfigError, match="group ids"):
         compute_advantages("rloo", rewards, group_ids=[0])
+
+
+def test_rebn_group_by_hand_and_per_group_moments() -> None:
+    from gemgym.rl import GROUP_ESTIMATORS, rebn_group_advantages
+
+    # group "a": returns (gamma 0.5) [0.5, 1] and [0.25, 0.5]; group "b": [1] and [0]
+    rewards = [[0.0, 1.0], [0.0, 0.5], [1.0], [0.0]]
+    ids = ["a", "a", "b", "b"]
+    adv = rebn_group_advantages(rewards, ids, gamma=0.5)
+    flat_a = np.array([0.5, 1.0, 0.25, 0.5])
+    mean, std = flat_a.mean(), flat_a.std()
+    np.testing.assert_allclose(adv[0], ([0.5, 1.0] - mean) / std, rtol=1e-6)
+    np.testing.assert_allclose(adv[1], ([0.25, 0.5] - mean) / std, rtol=1e-6)
+    np.testing.assert_allclose(adv[2], [1.0], rtol=1e-6)  # (1 - 0.5) / 0.5
+    np.testing.assert_allclose(adv[3], [-1.0], rtol=1e-6)
+    # unlike batch-wide ReBN, each group is centred on its own mean
+    whole = rebn_advantages(rewards, 0.5)
+    assert not np.allclose(np.concatenate(whole), np.concatenate(adv))
+    # a group whose returns are all equal gets 0; dispatch, and group ids are required
+    same = compute_advantages("rebn_group", [[1.0], [1.0], [0.0], [1.0]], group_ids=[0, 0, 1, 1])
+    assert same[0][0] == 0.0 and same[1][0] == 0.0 and same[2][0] < 0 < same[3][0]
+    assert "rebn_group" in GROUP_ESTIMATORS
+    with pytest.raises(ConfigError, match="group_ids"):
+        compute_advantages("rebn_group", rewards, gamma=0.5)

@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--estimator",
         default="rebn",
-        choices=["rebn", "reinforce", "grpo", "drgrpo", "rloo"],
+        choices=["rebn", "rebn_group", "reinforce", "grpo", "drgrpo", "rloo"],
         help="advantage estimator (default rebn)",
     )
     p.add_argument("--gamma", type=float, default=0.9, help="discount (default 0.9)")
@@ -114,13 +114,14 @@ def run(args: argparse.Namespace) -> int:
 
         raise missing_dependency(e.name or "torch", "train") from e
     from gemgym.registry import spec
+    from gemgym.rl.advantages import GROUP_ESTIMATORS
 
     spec(args.env_id)
     if args.updates is None and args.time_budget is None:
         raise ConfigError("give --updates N or --time-budget SECONDS")
     group = args.group_size
     if group is None:
-        group = 8 if args.estimator in ("grpo", "drgrpo", "rloo") else 1
+        group = 8 if args.estimator in GROUP_ESTIMATORS else 1
     cfg = TrainConfig(
         env_id=args.env_id,
         env_kwargs=args.env_kwargs,

@@ -6,12 +6,14 @@ transformers, ``pip install "gemgym[train]"``) is imported only when used. See `
 
 from gemgym.rl.advantages import (
     ESTIMATORS,
+    GROUP_ESTIMATORS,
     compute_advantages,
     discounted_returns,
     drgrpo_advantages,
     gae_advantages,
     grpo_advantages,
     rebn_advantages,
+    rebn_group_advantages,
     reinforce_advantages,
     rloo_advantages,
 )
@@ -26,6 +28,7 @@ from gemgym.rl.tokens import (
 
 __all__ = [
     "ESTIMATORS",
+    "GROUP_ESTIMATORS",
     "Batch",
     "BatchPolicy",
     "Collector",
@@ -38,6 +41,7 @@ __all__ = [
     "grpo_advantages",
     "pad_batch",
     "rebn_advantages",
+    "rebn_group_advantages",
     "reinforce_advantages",
     "rloo_advantages",
     "token_weights",

@@ -13,6 +13,13 @@ estimator      advantage of turn ``t`` of episode ``i``
                (population) std over **every turn of every episode** of the batch: Return Batch
                Normalisation (GEM paper). Works with dense per-turn rewards and any
                :math:`\gamma \le 1`.
+``rebn_group`` ReBN within each group ``g`` of episodes from the same initial state: the
+               same per-turn :math:`G_{i,t}`, with the mean and std over every turn of every
+               episode **of the group** (a group-wise baseline, like GRPO's, that keeps ReBN's
+               per-turn credit and :math:`\gamma`). Where rewards differ little between good and
+               near-good play from one state (e.g. GuessTheNumber's partial credit at the turn
+               limit), the group's small std magnifies those differences, which the batch-wide
+               std (dominated by differences between initial states) does not.
 ``grpo``       :math:`A_{i,t} = (R_i - \mathrm{mean}_{g}(R)) / (\mathrm{std}_{g}(R) + \epsilon)` with
                :math:`R_i = \sum_t r_{i,t}` the episode return and the mean/std over the episodes of
                the same group ``g`` (same initial state); every turn gets the same advantage, so
@@ -41,6 +48,7 @@ from gemgym.errors import ConfigError
 
 __all__ = [
     "ESTIMATORS",
+    "GROUP_ESTIMATORS",
     "Estimator",
     "compute_advantages",
     "discounted_returns",
@@ -48,12 +56,15 @@ __all__ = [
     "gae_advantages",
     "grpo_advantages",
     "rebn_advantages",
+    "rebn_group_advantages",
     "reinforce_advantages",
     "rloo_advantages",
 ]
 
-Estimator = Literal["reinforce", "rebn", "grpo", "drgrpo", "rloo", "gae"]
-ESTIMATORS: tuple[str, ...] = ("reinforce", "rebn", "grpo", "drgrpo", "rloo", "gae")
+Estimator = Literal["reinforce", "rebn", "rebn_group", "grpo", "drgrpo", "rloo", "gae"]
+ESTIMATORS: tuple[str, ...] = ("reinforce", "rebn", "rebn_group", "grpo", "drgrpo", "rloo", "gae")
+GROUP_ESTIMATORS: tuple[str, ...] = ("rebn_group", "grpo", "drgrpo", "rloo")
+"""The estimators that need ``group_ids`` (several episodes per initial state)."""
 
 FloatArray = np.ndarray
 Rewards = Sequence[Sequence[float]] | Sequence[FloatArray]
@@ -91,6 +102,22 @@ def rebn_advantages(rewards: Rewards, gamma: float = 1.0, eps: float = 1e-8) -> 
     if std == 0.0:
         return [np.zeros_like(g) for g in returns]
     return [(g - mean) / (std + eps) for g in returns]
+
+
+def rebn_group_advantages(
+    rewards: Rewards, group_ids: Sequence[Hashable], gamma: float = 1.0, eps: float = 1e-8
+) -> list[FloatArray]:
+    """ReBN within each group: discounted returns normalised over all turns of the episodes that
+    share a group id (each group's output has mean 0 and std 1 unless its returns are all
+    equal, when it is 0)."""
+    returns = reinforce_advantages(rewards, gamma)
+    out: list[FloatArray] = [np.zeros_like(g) for g in returns]
+    for members in _groups(group_ids, len(returns)).values():
+        group = [np.asarray(rewards[i], dtype=np.float64) for i in members]
+        normalised = rebn_advantages(group, gamma, eps)
+        for i, a in zip(members, normalised, strict=True):
+            out[i] = a
+    return out
 
 
 def _groups(group_ids: Sequence[Hashable], n: int) -> dict[Hashable, list[int]]:
@@ -198,20 +225,23 @@ def compute_advantages(
 ) -> list[FloatArray]:
     """Dispatch to an estimator by name (see the module docstring).
 
-    ``grpo``, ``drgrpo`` and ``rloo`` need ``group_ids`` (episodes of one group started from the
-    same initial state) and ignore ``gamma``; ``gae`` needs ``values``.
+    ``rebn_group``, ``grpo``, ``drgrpo`` and ``rloo`` need ``group_ids`` (episodes of one group
+    started from the same initial state); the last three ignore ``gamma``; ``gae`` needs
+    ``values``.
     """
     _check_gamma(gamma)
     if estimator == "reinforce":
         return reinforce_advantages(rewards, gamma)
     if estimator == "rebn":
         return rebn_advantages(rewards, gamma)
-    if estimator in ("grpo", "drgrpo", "rloo"):
+    if estimator in GROUP_ESTIMATORS:
         if group_ids is None:
             raise ConfigError(
                 f"estimator {estimator!r} needs group_ids: sample several episodes per initial "
                 "state (e.g. Collector(group_size=8))"
             )
+        if estimator == "rebn_group":
+            return rebn_group_advantages(rewards, group_ids, gamma)
         if estimator == "grpo":
             return grpo_advantages(rewards, group_ids)
         if estimator == "drgrpo":

@@ -52,7 +52,7 @@ import numpy as np
 
 from gemgym.errors import ConfigError
 from gemgym.experience import Episode, read_jsonl
-from gemgym.rl.advantages import ESTIMATORS
+from gemgym.rl.advantages import ESTIMATORS, GROUP_ESTIMATORS
 from gemgym.rl.collector import Batch, Collector
 from gemgym.rl.tokens import TokenizedEpisode, pad_batch, token_weights
 from gemgym.rl.trainer.codec import TOKENIZERS
@@ -140,7 +140,7 @@ class TrainConfig:
                 f"estimator must be one of {[e for e in ESTIMATORS if e != 'gae']} (the "
                 f"reference trainer has no critic), got {self.estimator!r}"
             )
-        if self.estimator in ("grpo", "drgrpo", "rloo") and self.group_size < 2:
+        if self.estimator in GROUP_ESTIMATORS and self.group_size < 2:
             raise ConfigError(f"estimator {self.estimator!r} needs group_size >= 2")
         if self.episodes_per_update % self.group_size:
             raise ConfigError("episodes_per_update must be a multiple of group_size")
