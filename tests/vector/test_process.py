@@ -219,31 +219,38 @@ def test_workers_die_with_their_parent(tmp_path: Path, start_method: str) -> Non
             proc.stdout.close()
 
 
-def test_busy_wait_polls_while_waits_are_short_and_sleeps_after_a_long_one() -> None:
+def test_busy_wait_polls_while_waits_are_short_and_sleeps_after_a_long_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import multiprocessing as mp
 
-    from gemgym.vector.process import _BusyWait
+    from gemgym.vector import process
 
+    yields: list[int] = []
+    real_yield = os.sched_yield
+    monkeypatch.setattr(process.os, "sched_yield", lambda: (yields.append(1), real_yield())[1])
     a, b = mp.Pipe()
     try:
-        busy = _BusyWait(a, 0.002)
+        replies = process._BusyWait(a, 0.002)
         b.send_bytes(b"x")
-        assert busy() is True  # readable already: no polling needed
+        assert replies.wait(None) is True and replies.spin  # readable at once: a short wait
         a.recv_bytes()
         t0 = time.perf_counter()
-        assert busy() is False  # nothing came within 2 ms: it polled that long, then gave up
-        assert time.perf_counter() - t0 >= 0.002
-        assert busy.spin is False
-        t0 = time.perf_counter()
-        assert busy() is False  # after a long wait it no longer polls: back at once
-        assert time.perf_counter() - t0 < 0.002
-        busy.slept(0.0001)  # a short wait that slept: poll again next time
-        assert busy.spin is True
-        busy.slept(1.0)
-        assert busy.spin is True  # only a poll that runs out turns polling off
+        assert replies.wait(0.01) is False  # polled for 2 ms, then slept out the timeout
+        assert time.perf_counter() - t0 >= 0.01
+        assert yields and replies.spin is False
+        yields.clear()
+        assert replies.wait(0.005) is False  # after a long wait it sleeps without polling
+        assert not yields
+        b.send_bytes(b"y")
+        assert replies.wait(None) is True and replies.spin  # a short wait: polling is back
+        a.recv_bytes()
+        b.close()
+        assert replies.wait(1.0) is True  # the other end closed: readable (recv raises EOF)
+        never = process._BusyWait(a, 0.0)
+        assert never.spin is False
     finally:
         a.close()
-        b.close()
 
 
 @pytest.mark.parametrize("busy_poll", [0.0, 0.001])

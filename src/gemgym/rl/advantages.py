@@ -110,12 +110,10 @@ def rebn_group_advantages(
     """ReBN within each group: discounted returns normalised over all turns of the episodes that
     share a group id (each group's output has mean 0 and std 1 unless its returns are all
     equal, when it is 0)."""
-    returns = reinforce_advantages(rewards, gamma)
-    out: list[FloatArray] = [np.zeros_like(g) for g in returns]
-    for members in _groups(group_ids, len(returns)).values():
+    out: list[FloatArray] = [np.zeros(0)] * len(rewards)
+    for members in _groups(group_ids, len(rewards)).values():
         group = [np.asarray(rewards[i], dtype=np.float64) for i in members]
-        normalised = rebn_advantages(group, gamma, eps)
-        for i, a in zip(members, normalised, strict=True):
+        for i, a in zip(members, rebn_advantages(group, gamma, eps), strict=True):
             out[i] = a
     return out
 

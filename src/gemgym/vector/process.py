@@ -45,7 +45,6 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import chain
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -96,37 +95,33 @@ class _BusyWait:
     whole batch of a µs-cheap env. So the side that waits (a worker for its next batch, the
     parent for a reply) first polls the pipe for up to ``spin_s`` seconds, yielding its core
     between polls (``sched_yield``) so that it never holds up a process with work to do. It
-    polls only while waits are short: once a wait outlasts ``spin_s`` (slow envs, or a parent
-    busy elsewhere, e.g. generating with a model), the next wait sleeps at once, and a short
-    wait turns polling back on.
+    polls only while waits are short: after a wait that outlasted ``spin_s`` (slow envs, or a
+    parent busy elsewhere, e.g. generating with a model) the next one sleeps at once, and a
+    short wait turns polling back on. ``spin_s=0`` never polls.
     """
 
     def __init__(self, conn: Connection, spin_s: float) -> None:
-        self.poll = select.poll()
-        self.poll.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        self._poll = select.poll()
+        self._poll.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
         self.spin_s = spin_s
-        self.spin = True
+        self.spin = spin_s > 0
 
-    def __call__(self) -> bool:
-        """Poll (if waits have been short); ``True`` if the pipe became readable meanwhile."""
-        poll = self.poll.poll
-        if poll(0):
-            return True
-        if not self.spin:
-            return False
-        now, yield_ = time.perf_counter, os.sched_yield
-        end = now() + self.spin_s
-        while now() < end:
-            yield_()
-            if poll(0):
-                return True
-        self.spin = False  # a long wait: sleep next time
-        return False
-
-    def slept(self, waited: float) -> None:
-        """After a wait that slept: poll again next time if it was short after all."""
-        if waited < self.spin_s:
-            self.spin = True
+    def wait(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds (``None``: for ever); ``True`` once readable (data,
+        or the other end closed)."""
+        poll, now = self._poll.poll, time.perf_counter
+        t0 = now()
+        ready = bool(poll(0))
+        if not ready and self.spin:
+            end = t0 + (self.spin_s if timeout is None else min(self.spin_s, timeout))
+            while not ready and now() < end:
+                os.sched_yield()
+                ready = bool(poll(0))
+        if not ready:
+            left = None if timeout is None else max(0.0, timeout - (now() - t0)) * 1000
+            ready = bool(poll(left))
+        self.spin = ready and now() - t0 < self.spin_s
+        return ready
 
 
 def _pack_error(e: BaseException) -> tuple[bytes | None, str, str]:
@@ -163,13 +158,10 @@ def _worker_main(
         send(dumps(("error", _pack_error(e)), _PROTOCOL))
         return
     send(dumps(("ok", os.getpid()), _PROTOCOL))
-    busy = _BusyWait(conn, spin_s) if spin_s > 0 else None
+    incoming = _BusyWait(conn, spin_s)
     while True:
         try:
-            if busy is not None and not busy():
-                t0 = time.perf_counter()
-                conn.poll(None)
-                busy.slept(time.perf_counter() - t0)
+            incoming.wait(None)
             cmd, payload = loads(recv())
         except (EOFError, OSError, KeyboardInterrupt):
             break
@@ -213,7 +205,7 @@ class _Worker:
         self.lock = threading.Lock()
         self.process: Any = None
         self.conn: Connection | None = None
-        self.busy: _BusyWait | None = None  # polls conn before sleeping on it
+        self.replies: _BusyWait | None = None  # waits on conn (polling first)
         self.pending: dict[int, StepTuple] = {}  # local index -> loss report owed
 
 
@@ -316,7 +308,7 @@ class ProcessVectorEnv(VectorEnv):
         proc.start()
         child_conn.close()
         wk.process, wk.conn = proc, parent_conn
-        wk.busy = _BusyWait(parent_conn, self.busy_poll) if self.busy_poll > 0 else None
+        wk.replies = _BusyWait(parent_conn, self.busy_poll)
 
     def _await_ready(self, wk: _Worker) -> None:
         try:
@@ -340,7 +332,7 @@ class ProcessVectorEnv(VectorEnv):
             proc.join(5)
         if wk.conn is not None:
             wk.conn.close()
-        wk.process, wk.conn, wk.busy = None, None, None
+        wk.process, wk.conn, wk.replies = None, None, None
 
     def _kill_all(self) -> None:
         for wk in self._workers:
@@ -395,21 +387,14 @@ class ProcessVectorEnv(VectorEnv):
         return f"exit code {code}"
 
     def _recv(self, wk: _Worker, deadline: float | None, what: str) -> Any:
-        conn = wk.conn
-        if conn is None:
+        conn, replies = wk.conn, wk.replies
+        if conn is None or replies is None:
             raise _WorkerLost("worker is not running")
         try:
-            busy = wk.busy
-            if busy is None or not busy():
-                t0 = time.perf_counter()
-                if deadline is not None:
-                    if not conn.poll(max(0.0, deadline - time.monotonic())):
-                        limit = self.step_timeout if what != "starting" else self.start_timeout
-                        raise _WorkerLost(f"no reply within {limit} s while {what}")
-                elif busy is not None:
-                    conn.poll(None)  # sleep here rather than in recv, to time the wait
-                if busy is not None:
-                    busy.slept(time.perf_counter() - t0)
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not replies.wait(timeout):
+                limit = self.step_timeout if what != "starting" else self.start_timeout
+                raise _WorkerLost(f"no reply within {limit} s while {what}")
             status, payload = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError) as e:
             raise _WorkerLost(f"worker process died while {what} ({self._exit_status(wk)})") from e
@@ -466,7 +451,7 @@ class ProcessVectorEnv(VectorEnv):
                 wk.lock.release()
         if len(parts) == 1:
             return stack_columns(*parts[0])
-        return stack_columns(*(tuple(chain.from_iterable([p[c] for p in parts])) for c in range(5)))
+        return stack_columns(*([x for part in parts for x in part[c]] for c in range(5)))
 
     def _lost_block(self, wk: _Worker, actions: list[Any], reason: str) -> tuple[Any, ...]:
         """The loss reports of a lost worker's block, as the five columns of a reply."""

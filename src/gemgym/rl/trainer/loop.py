@@ -209,7 +209,7 @@ def policy_gradient_loss(
     del att_np
     mask = w[:, 1:] != 0
     if kl_coef:
-        mask = mask | _action_positions(episodes, ids.shape[1], device)
+        mask = mask | _action_positions(episodes, pad_id, max_length, device)
     tok_logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=bool(entropy_coef))
     gain = w[:, 1:] * tok_logp if ent is None else w[:, 1:] * tok_logp + entropy_coef * ent
     loss = -gain.sum() / max(1, n_action)
@@ -229,9 +229,8 @@ def kl_penalty(logp: Any, ref_logp: Any, mask: Any) -> Any:
     """
     import torch
 
-    d = torch.where(mask, ref_logp - logp, torch.zeros_like(logp))
-    k3 = torch.exp(d) - d - 1.0
-    return (k3 * mask).sum() / torch.clamp(mask.sum(), min=1)
+    d = torch.where(mask, ref_logp - logp, torch.zeros_like(logp))  # k3 is 0 where d is
+    return (torch.exp(d) - d - 1.0).sum() / torch.clamp(mask.sum(), min=1)
 
 
 def _require_ref(ref_logp: Any) -> Any:
@@ -240,15 +239,16 @@ def _require_ref(ref_logp: Any) -> Any:
     return ref_logp
 
 
-def _action_positions(episodes: Sequence[TokenizedEpisode], length: int, device: Any) -> Any:
-    """The ``(batch, length - 1)`` bool mask of action tokens (targets) of a padded batch."""
+def _action_positions(
+    episodes: Sequence[TokenizedEpisode], pad_id: int, max_length: int | None, device: Any
+) -> Any:
+    """The ``(batch, length - 1)`` bool mask of the action tokens (as targets) of the batch that
+    :func:`~gemgym.rl.pad_batch` pads with the same settings."""
     import torch
 
-    out = np.zeros((len(episodes), length), dtype=bool)
-    for i, e in enumerate(episodes):
-        m = e.action_mask[:length]
-        out[i, : len(m)] = m != 0
-    return torch.from_numpy(out[:, 1:]).to(device)
+    masks = [e.action_mask.astype(np.float64) for e in episodes]
+    padded = pad_batch(episodes, masks, pad_id=pad_id, max_length=max_length)[2]
+    return torch.from_numpy(padded[:, 1:] != 0).to(device)
 
 
 def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | None = None) -> Any:
@@ -391,7 +391,7 @@ class Trainer:
         self._next_batch: Future[Any] | None = None
         self._resume_point: tuple[int, Any] = (0, None)
         self._pool: ThreadPoolExecutor | None = None
-        # kl_coef: a frozen copy of the weights RL starts from (made by _ensure_reference)
+        # kl_coef: a frozen copy of the weights RL starts from (made by _reference)
         self.ref_model: Any = None
         if config.overlap:
             self.rollout_policy = self._make_policy(copy.deepcopy(self.model).eval())
@@ -641,7 +641,9 @@ class Trainer:
             self.model.eval()
             with torch.no_grad():
                 old = token_log_probs(self.model, ids, w[:, 1:] != 0, self.vocab_limit)
-        acts = _action_positions(tokens, ids.shape[1], self.device) if cfg.kl_coef else None
+        acts = None
+        if cfg.kl_coef:
+            acts = _action_positions(tokens, self.codec.pad_id, self.max_length, self.device)
         self.model.train()
         rng = np.random.default_rng([cfg.seed, self.update])
         losses = []
@@ -708,8 +710,6 @@ class Trainer:
             self.sft_done = True
             self.elapsed = time.perf_counter() - start
             self.log(f"SFT on {len(eps)} episodes, {cfg.sft_steps} steps: loss {loss:.3f}")
-        if cfg.kl_coef:
-            self._reference()  # the weights RL starts from (restored by load() on resume)
         while True:
             self.elapsed = time.perf_counter() - start
             if cfg.updates is not None and self.update >= cfg.updates:
