@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from gemgym.errors import VectorEnvError
 from gemgym.vector import AutoresetMode, make_vector_env
+from gemgym.vector._channel import SharedMemoryChannel, create_shared_file, shared_memory_supported
 from gemgym.vector.process import ProcessVectorEnv
-from gemgym.vector.synthetic import FaultyEnv
+from gemgym.vector.synthetic import FaultyEnv, SleepEnv
 
 
 def faulty(n: int, mode: str = "same_step", **opts: object) -> ProcessVectorEnv:
@@ -224,14 +226,14 @@ def test_busy_wait_polls_while_waits_are_short_and_sleeps_after_a_long_one(
 ) -> None:
     import multiprocessing as mp
 
-    from gemgym.vector import process
+    from gemgym.vector import _channel
 
     yields: list[int] = []
     real_yield = os.sched_yield
-    monkeypatch.setattr(process.os, "sched_yield", lambda: (yields.append(1), real_yield())[1])
+    monkeypatch.setattr(_channel.os, "sched_yield", lambda: (yields.append(1), real_yield())[1])
     a, b = mp.Pipe()
     try:
-        replies = process._BusyWait(a, 0.002)
+        replies = _channel.BusyWait(a, 0.002)
         b.send_bytes(b"x")
         assert replies.wait(None) is True and replies.spin  # readable at once: a short wait
         a.recv_bytes()
@@ -247,14 +249,17 @@ def test_busy_wait_polls_while_waits_are_short_and_sleeps_after_a_long_one(
         a.recv_bytes()
         b.close()
         assert replies.wait(1.0) is True  # the other end closed: readable (recv raises EOF)
-        never = process._BusyWait(a, 0.0)
+        never = _channel.BusyWait(a, 0.0)
         assert never.spin is False
     finally:
         a.close()
 
 
+@pytest.mark.parametrize("shared_memory", [False, True])
 @pytest.mark.parametrize("busy_poll", [0.0, 0.001])
-def test_busy_polling_changes_no_result(busy_poll: float) -> None:
+def test_busy_polling_and_shared_memory_change_no_result(
+    busy_poll: float, shared_memory: bool
+) -> None:
     import gemgym
 
     ids = ["game:GuessTheNumber-v0-hard"] * 6
@@ -271,6 +276,101 @@ def test_busy_polling_changes_no_result(busy_poll: float) -> None:
         finally:
             venv.close()
 
-    assert run("process", num_workers=2, busy_poll=busy_poll) == run("sync")
+    if shared_memory and not shared_memory_supported():
+        pytest.skip("shared memory messages need Linux on x86")
+    opts = {"num_workers": 2, "busy_poll": busy_poll, "shared_memory": shared_memory}
+    assert run("process", **opts) == run("sync")
     with pytest.raises(Exception, match="busy_poll"):
         make_vector_env(env_fns=[FaultyEnv], backend="process", busy_poll=-1.0)
+
+
+needs_shm = pytest.mark.skipif(
+    not shared_memory_supported(), reason="shared memory messages need Linux on x86"
+)
+
+
+def shm_files() -> set[str]:
+    return {f for f in os.listdir("/dev/shm") if f.startswith("gemgym-vec-")}
+
+
+@needs_shm
+def test_messages_larger_than_shared_memory_go_through_the_pipe() -> None:
+    before = shm_files()
+    with faulty(4, busy_poll=0.001) as venv:
+        assert venv.shared_memory
+        venv.reset(seed=0)
+        big = 3 << 20  # over the 1 MiB region, both ways
+        for k in range(3):
+            obs, _, _, tr, _ = venv.step(["x" * big, f"big:{big}", "ok", f"big:{10 + k}"])
+            assert not tr.any()
+            assert obs[0].startswith(f"step {2 * k + 1}:") and obs[2].startswith(
+                f"step {2 * k + 1}:"
+            )
+            assert obs[1] == "b" * big and obs[3] == "b" * (10 + k)
+            obs, _, _, _, _ = venv.step(["ok"] * 4)  # small ones through memory again
+            assert obs[1].startswith(f"step {2 * k + 2}:")
+    assert shm_files() <= before  # removed once mapped
+
+
+@needs_shm
+@pytest.mark.parametrize("busy_poll", [0.0, 0.001])
+def test_shared_memory_wakes_a_sleeping_side(busy_poll: float) -> None:
+    # a slow parent: the workers stop polling and sleep on their pipes, and are woken
+    with faulty(4, busy_poll=busy_poll) as venv:
+        venv.reset(seed=0)
+        for k in range(3):
+            time.sleep(0.02)
+            obs, _, _, tr, _ = venv.step(["ok"] * 4)
+            assert not tr.any() and obs[0].startswith(f"step {k + 1}")
+    # slow envs: the parent stops polling and sleeps until a worker wakes it
+    venv = make_vector_env(
+        env_fns=[functools.partial(SleepEnv, sleep_s=0.01)] * 4,
+        backend="process",
+        num_workers=2,
+        busy_poll=busy_poll,
+    )
+    with venv:
+        venv.reset(seed=0)
+        for k in range(5):
+            t0 = time.perf_counter()
+            obs, _, _, _, _ = venv.step(["a"] * 4)
+            assert obs[3].startswith(f"step {k + 1}")
+            assert time.perf_counter() - t0 < 1.0
+
+
+@needs_shm
+def test_shared_memory_channel_times_out_and_sees_a_closed_peer() -> None:
+    import multiprocessing as mp
+
+    a, b = mp.Pipe()
+    path = create_shared_file(64)
+    try:
+        parent = SharedMemoryChannel(a, path, 64, parent=True, spin_s=0.001)
+        worker = SharedMemoryChannel(b, path, 64, parent=False, spin_s=0.001)
+    finally:
+        os.unlink(path)
+    t0 = time.perf_counter()
+    assert worker.recv(0.05) is None
+    assert 0.04 < time.perf_counter() - t0 < 1.0
+    parent.send(b"hello")
+    assert worker.recv(1.0) == b"hello"
+    parent.send(b"z" * 100)  # over capacity: through the pipe
+    assert worker.recv(1.0) == b"z" * 100
+    worker.send(b"back")
+    assert parent.recv(None) == b"back"
+    worker.close()
+    with pytest.raises((EOFError, OSError)):
+        parent.recv(1.0)
+    parent.close()
+
+
+def test_shared_memory_true_is_refused_where_it_is_unsafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gemgym.vector import process
+
+    monkeypatch.setattr(process, "shared_memory_supported", lambda: False)
+    with pytest.raises(VectorEnvError, match="x86"):
+        faulty(2, shared_memory=True)
+    with faulty(2) as venv:  # the default falls back to pipes
+        assert venv.shared_memory is False
+        venv.reset(seed=0)
+        assert venv.step(["ok", "ok"])[0][1].startswith("step 1")

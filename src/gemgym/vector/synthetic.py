@@ -17,7 +17,8 @@ after a step (``v`` from the env's own random stream, so seeding shows), any act
 
 :class:`FaultyEnv` (not registered; build it with ``env_fns=[functools.partial(FaultyEnv)]``)
 misbehaves on purpose, for crash-isolation tests: the action ``"crash"`` kills its process,
-``"hang"`` blocks for an hour, ``"raise"`` raises :class:`ValueError`.
+``"hang"`` blocks for an hour, ``"raise"`` raises :class:`ValueError`, ``"big:N"`` answers with
+an observation of ``N`` bytes.
 """
 
 from __future__ import annotations
@@ -103,9 +104,13 @@ class SleepEnv(_CountingEnv):
 
 
 class FaultyEnv(_CountingEnv):
-    """Misbehaves on request: ``"crash"`` exits the process, ``"hang"`` blocks, ``"raise"`` raises."""
+    """Misbehaves on request: ``"crash"`` exits the process, ``"hang"`` blocks, ``"raise"`` raises,
+    ``"big:N"`` returns an observation of ``N`` bytes."""
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if action.startswith("big:"):
+            obs, reward, terminated, truncated, info = self._advance()
+            return "b" * int(action[4:]), reward, terminated, truncated, info
         if action == "crash":
             os._exit(3)
         if action == "hang":
