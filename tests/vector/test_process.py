@@ -299,7 +299,7 @@ def test_messages_larger_than_shared_memory_go_through_the_pipe() -> None:
     with faulty(4, busy_poll=0.001) as venv:
         assert venv.shared_memory
         venv.reset(seed=0)
-        big = 3 << 20  # over the 1 MiB region, both ways
+        big = 3 << 20  # over the region (256 KiB), both ways
         for k in range(3):
             obs, _, _, tr, _ = venv.step(["x" * big, f"big:{big}", "ok", f"big:{10 + k}"])
             assert not tr.any()
@@ -374,3 +374,18 @@ def test_shared_memory_true_is_refused_where_it_is_unsafe(monkeypatch: pytest.Mo
         assert venv.shared_memory is False
         venv.reset(seed=0)
         assert venv.step(["ok", "ok"])[0][1].startswith("step 1")
+
+
+@needs_shm
+def test_a_worker_without_room_in_dev_shm_uses_its_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gemgym.vector import process
+
+    def full(capacity: int) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(process, "create_shared_file", full)
+    with faulty(4) as venv:
+        assert all(type(wk.chan).__name__ == "PipeChannel" for wk in venv._workers)
+        venv.reset(seed=0)
+        obs, _, _, tr, _ = venv.step(["ok", "crash", "ok", "ok"])
+        assert tr.tolist() == [True, True, False, False] and obs[2].startswith("step 1")

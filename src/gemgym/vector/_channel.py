@@ -129,13 +129,20 @@ class PipeChannel:
 
 def create_shared_file(capacity: int) -> str:
     """A new zero-filled file for a :class:`SharedMemoryChannel` (in ``/dev/shm`` if present);
-    the caller removes it once both sides have mapped it."""
+    the caller removes it once both sides have mapped it.
+
+    The space is reserved at once, so a full ``/dev/shm`` (64 MB in a default Docker container)
+    raises ``OSError`` here instead of killing a process with ``SIGBUS`` later, when a message
+    first touches a page that is not there."""
     where = "/dev/shm" if os.path.isdir("/dev/shm") else None
     fd, path = tempfile.mkstemp(prefix="gemgym-vec-", dir=where)
     try:
-        os.ftruncate(fd, _HEADER + 2 * capacity)
-    finally:
+        os.posix_fallocate(fd, 0, _HEADER + 2 * capacity)
+    except BaseException:
         os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
     return path
 
 
