@@ -61,6 +61,13 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def shm_files() -> set[str]:
+    """The shared memory files of process-backend workers now in /dev/shm."""
+    if not os.path.isdir("/dev/shm"):
+        return set()
+    return {f for f in os.listdir("/dev/shm") if f.startswith("gemgym-vec-")}
+
+
 def wait_dead(pids: set[int], timeout: float = 10.0) -> set[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -203,6 +210,7 @@ def test_workers_die_with_their_parent(tmp_path: Path, start_method: str) -> Non
             """
         )
     )
+    shm_before = shm_files()
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -213,6 +221,8 @@ def test_workers_die_with_their_parent(tmp_path: Path, start_method: str) -> Non
         os.kill(proc.pid, signal.SIGKILL)  # no cleanup code runs in the parent
         proc.wait(10)
         assert wait_dead(below) == set(), "worker processes outlived their parent"
+        if os.path.isdir("/dev/shm"):  # shared memory files were removed once mapped
+            assert shm_files() <= shm_before
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -287,10 +297,6 @@ def test_busy_polling_and_shared_memory_change_no_result(
 needs_shm = pytest.mark.skipif(
     not shared_memory_supported(), reason="shared memory messages need Linux on x86"
 )
-
-
-def shm_files() -> set[str]:
-    return {f for f in os.listdir("/dev/shm") if f.startswith("gemgym-vec-")}
 
 
 @needs_shm
