@@ -113,6 +113,85 @@ def test_masked_log_probs_equal_the_full_computation(tokenizer: str) -> None:
     assert bool((part[~mask] == 0).all())
 
 
+def _shared_head_batch(vocab: int, head: int = 24) -> tuple[object, object]:
+    """Right-padded rows that begin with the same ``head`` tokens, scored after it."""
+    g = torch.Generator().manual_seed(1)
+    common = torch.randint(0, vocab, (head,), generator=g)
+    lengths = [5, 17, 9, 30]
+    ids = torch.zeros(len(lengths), head + max(lengths), dtype=torch.long)
+    mask = torch.zeros(len(lengths), ids.shape[1] - 1, dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        ids[i, : head + n] = torch.cat([common, torch.randint(0, vocab, (n,), generator=g)])
+        mask[i, head - 1 : head + n - 1] = torch.rand(n, generator=g) < 0.6
+    return ids, mask
+
+
+def test_a_shared_head_is_computed_once_with_the_same_log_probs_and_gradients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gemgym.rl.trainer import loop
+
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    ids, mask = _shared_head_batch(codec.vocab_size)
+    assert loop._shared_prefix(model.transformer, ids, mask) == 23  # up to the first scored
+    weights = torch.randn(mask.shape)
+    calls: list[int] = []
+    real = type(model.transformer).forward_shared_prefix
+
+    def spy(self: object, input_ids: object, split: int) -> object:
+        calls.append(split)
+        return real(self, input_ids, split)
+
+    monkeypatch.setattr(type(model.transformer), "forward_shared_prefix", spy)
+
+    def run(min_shared: int) -> tuple[object, list[object]]:
+        monkeypatch.setattr(loop, "MIN_SHARED_PREFIX", min_shared)
+        model.zero_grad()
+        logp = loop.token_log_probs(model, ids, mask)
+        (logp * weights).sum().backward()
+        return logp.detach(), [p.grad.clone() for p in model.parameters()]
+
+    full, full_grads = run(10**9)
+    assert calls == []
+    shared, shared_grads = run(16)
+    assert calls == [23]
+    assert torch.allclose(full, shared, atol=1e-5)
+    assert bool((shared[~mask] == 0).all())
+    for a, b in zip(full_grads, shared_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-4)
+    # rows that differ early, or a scored position early, share nothing
+    other = ids.clone()
+    other[1, 3] = (other[1, 3] + 1) % codec.vocab_size
+    assert loop._shared_prefix(model.transformer, other, mask) == 0
+    early = mask.clone()
+    early[2, 5] = True
+    assert loop._shared_prefix(model.transformer, ids, early) == 0
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_generation_computes_a_common_context_head_once_and_samples_the_same(
+    monkeypatch: pytest.MonkeyPatch, greedy: bool
+) -> None:
+    from gemgym.rl.trainer import policy
+
+    assert policy._common_head([[1] * 20 + [2], [1] * 20 + [3, 4]]) == 20
+    assert policy._common_head([[1] * 20, [1] * 20]) == 19  # each keeps a token of its own
+    assert policy._common_head([[1] * 20 + [2], [1] * 5 + [3] * 16]) == 0  # under 16
+    assert policy._common_head([[1] * 40]) == 0
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    head = list(range(3, 40))
+    contexts = [head + [50 + i] * i for i in range(1, 7)] + [[*head, 9]]
+
+    def generate(min_head: int) -> list[list[int]]:
+        monkeypatch.setattr(policy, "MIN_COMMON_HEAD", min_head)
+        pol = LMPolicy(model, codec, greedy=greedy, seed=5, max_new_tokens=8)
+        return pol.generate(contexts)
+
+    assert generate(16) == generate(10**9)
+
+
 def test_policy_context_is_a_prefix_of_the_training_tokens() -> None:
     torch.manual_seed(0)
     model, codec = build_model(**TINY)

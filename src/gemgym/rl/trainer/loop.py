@@ -287,8 +287,13 @@ def _log_probs(
             out = out * mask
             ent = ent * mask if ent is not None else None
         return out, ent
-    hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
-    sel = head(hidden[mask])[:, :vocab_limit]
+    split = _shared_prefix(base, ids, mask)
+    if split:  # the rows' common head computed once; the mask's columns before it are empty
+        hidden = base.forward_shared_prefix(ids, split)[:, :-1, :]
+        sel = head(hidden[mask[:, split:]])[:, :vocab_limit]
+    else:
+        hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
+        sel = head(hidden[mask])[:, :vocab_limit]
     logp = torch.log_softmax(sel.float(), dim=-1)
     picked = logp.gather(-1, ids[:, 1:][mask][:, None]).squeeze(-1)
     out = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)
@@ -298,6 +303,24 @@ def _log_probs(
     ent = torch.zeros_like(out)
     ent[mask] = -(logp.exp() * logp).sum(-1)
     return out, ent
+
+
+MIN_SHARED_PREFIX = 16
+
+
+def _shared_prefix(base: Any, ids: Any, mask: Any) -> int:
+    """Where the rows of ``ids`` stop being the same, capped at the first scored position (the
+    hidden state at position ``j`` predicts token ``j + 1``, the mask's column ``j``); 0 when
+    that is under :data:`MIN_SHARED_PREFIX` tokens, for one row, or when the model cannot
+    share a prefix (only :class:`~gemgym.rl.trainer.tinygpt.TinyGPT` can)."""
+    if ids.shape[0] < 2 or not hasattr(base, "forward_shared_prefix"):
+        return 0
+    same = (ids == ids[:1]).all(0)
+    common = int(same.long().cumprod(0).sum())
+    scored = mask.any(0).nonzero()
+    first = int(scored[0, 0]) if len(scored) else mask.shape[1]
+    split = min(common, first, ids.shape[1] - 1)
+    return split if split >= MIN_SHARED_PREFIX else 0
 
 
 def clipped_policy_loss(

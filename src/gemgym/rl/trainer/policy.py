@@ -87,6 +87,26 @@ def _generation_kwargs(model: Any) -> tuple[str, dict[str, int]]:
     return cache_kw, ({"logits_to_keep": 1} if "logits_to_keep" in params else {})
 
 
+MIN_COMMON_HEAD = 16
+
+
+def _common_head(contexts: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens all contexts share, leaving each at least one of its own; 0
+    when that is under :data:`MIN_COMMON_HEAD` or there is one context."""
+    if len(contexts) < 2:
+        return 0
+    first = contexts[0]
+    n = min(len(x) for x in contexts) - 1
+    for x in contexts[1:]:
+        k = 0
+        while k < n and x[k] == first[k]:
+            k += 1
+        n = k
+        if n < MIN_COMMON_HEAD:
+            return 0
+    return n
+
+
 class LMPolicy:
     """A batched policy for :class:`~gemgym.rl.Collector` with ``history=True``.
 
@@ -215,6 +235,18 @@ class LMPolicy:
         c = self.codec
         dev = self.device
         b = len(contexts)
+        cache_kw, keep = _generation_kwargs(self.model)
+        # a head that every context shares (an env's rules text) is computed once, for one row,
+        # and its keys and values are broadcast to the batch (TinyGPT only)
+        split = 0
+        if hasattr(getattr(self.model, "transformer", None), "forward_shared_prefix"):
+            split = _common_head(contexts)
+        past: Any = None
+        if split:
+            head = torch.tensor([list(contexts[0][:split])], dtype=torch.long, device=dev)
+            one = self.model(input_ids=head, use_cache=True, logits_to_keep=1)[cache_kw]
+            past = [(k.expand(b, *k.shape[1:]), v.expand(b, *v.shape[1:])) for k, v in one]
+            contexts = [x[split:] for x in contexts]
         length = max(len(x) for x in contexts)
         ids = torch.full((b, length), c.pad_id, dtype=torch.long)
         att = torch.zeros((b, length), dtype=torch.long)
@@ -223,8 +255,10 @@ class LMPolicy:
                 ids[i, length - len(x) :] = torch.tensor(list(x), dtype=torch.long)
                 att[i, length - len(x) :] = 1
         ids, att = ids.to(dev), att.to(dev)
-        pos = (att.cumsum(-1) - 1).clamp(min=0)
-        cache_kw, keep = _generation_kwargs(self.model)
+        pos = (att.cumsum(-1) - 1).clamp(min=0) + split
+        if split:
+            att = torch.cat([torch.ones((b, split), dtype=att.dtype, device=dev), att], dim=1)
+            keep = {**keep, cache_kw: past}
         limit = getattr(c, "action_vocab_size", None)
         out = self.model(
             input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **keep

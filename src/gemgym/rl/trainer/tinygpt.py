@@ -120,6 +120,30 @@ class _Trunk(nn.Module):
             cache.append(kv)
         return _Out(last_hidden_state=self.ln_f(x), past_key_values=cache)
 
+    def forward_shared_prefix(self, input_ids: torch.Tensor, split: int) -> torch.Tensor:
+        """The hidden states of positions ``split ..`` of a right-padded batch whose rows all
+        begin with the same ``split`` tokens: that prefix is computed once, not once per row.
+
+        Equal (up to float rounding) to ``forward(input_ids).last_hidden_state[:, split:]``, and
+        so are the gradients (the prefix's keys and values are shared by broadcasting, whose
+        backward sums the rows' contributions). Episodes of one env often start with the same
+        rules text: a third or more of each sequence for GuessTheNumber.
+        """
+        b, t = input_ids.shape
+        dev = input_ids.device
+        pos = torch.arange(t, device=dev)
+        xp = self.wte(input_ids[:1, :split]) + self.wpe(pos[:split])[None]
+        x = self.wte(input_ids[:, split:]) + self.wpe(pos[split:])[None]
+        # a suffix query at position split + q sees every prefix key and suffix keys <= q
+        mask = torch.ones(t - split, t, dtype=torch.bool, device=dev).tril(split)[None, None]
+        for block in self.h:
+            xp_next, (k, v) = block(xp, None, None)
+            shape = (b, k.shape[1], k.shape[2], k.shape[3])
+            x, _ = block(x, mask, (k.expand(shape), v.expand(shape)))
+            xp = xp_next
+        out: torch.Tensor = self.ln_f(x)
+        return out
+
 
 class TinyGPT(nn.Module):
     """GPT-2's architecture in a few lines of torch; see the module docstring."""
