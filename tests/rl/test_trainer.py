@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -192,6 +193,56 @@ def test_generation_computes_a_common_context_head_once_and_samples_the_same(
     assert generate(16) == generate(10**9)
 
 
+def test_keys_and_values_kept_between_turns_give_the_same_samples() -> None:
+    """A turn encodes only the tokens added since the episode's last turn; samples and their
+    log-probs are those of encoding the whole context, also after the weights change."""
+    from gemgym.experience import Transition
+
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    ep = _episodes("oracle", 1)[0]
+    encoded: list[int] = []
+    forward = model.forward
+
+    def spy(input_ids: torch.Tensor, *args: object, **kw: object) -> object:
+        if input_ids.shape[1] > 1:  # a prompt, not a decoding step
+            encoded[-1] += int(input_ids.numel())
+        return forward(input_ids, *args, **kw)
+
+    model.forward = spy  # type: ignore[method-assign]
+    runs = {}
+    for kv in (True, False):
+        with torch.no_grad():  # the same weights for both runs
+            for q in model.parameters():
+                q.copy_(torch.linspace(-0.3, 0.3, q.numel()).reshape(q.shape).sin())
+        pol = LMPolicy(model, codec, seed=7, max_new_tokens=6, kv_cache=kv)
+        eps = [Episode(ep.env_id, i, ep.seed, ep.initial_observation, []) for i in range(3)]
+        encoded.clear()
+        for turn in range(4):
+            encoded.append(0)  # tokens encoded by this turn's prompts
+            if turn == 2:  # an update: kept keys and values are stale and must be dropped
+                with torch.no_grad():
+                    for q in model.parameters():
+                        q.add_(torch.linspace(0, 5, q.numel()).reshape(q.shape).cos() * 0.2)
+            actions = pol(eps)
+            for i, (e, a) in enumerate(zip(eps, actions, strict=True)):
+                obs = f"turn {turn}: the target is higher than {i}"
+                e.transitions.append(Transition("o", a, 0.0, False, False, {}, obs))
+        runs[kv] = (
+            [[str(t.action) for t in e.transitions] for e in eps],
+            [pol.sampled_log_probs(e) for e in eps],
+            list(encoded),
+        )
+    (acts_kv, lp_kv, enc_kv), (acts, lp, enc) = runs[True], runs[False]
+    assert acts_kv == acts
+    for x, y in zip(lp_kv, lp, strict=True):
+        assert x is not None and y is not None
+        assert np.allclose(x, y, atol=1e-5)
+    # turns 1 and 3 reuse the last turn's keys; turn 2 (new weights) encodes everything again
+    assert enc_kv[0] == enc[0] and enc_kv[2] == enc[2]
+    assert enc_kv[1] < enc[1] / 2 and enc_kv[3] < enc[3] / 3
+
+
 def test_policy_context_is_a_prefix_of_the_training_tokens() -> None:
     torch.manual_seed(0)
     model, codec = build_model(**TINY)
@@ -233,7 +284,8 @@ def test_training_tokens_are_the_ids_each_episode_sampled() -> None:
     a, b = (Episode(ep.env_id, i, ep.seed, ep.initial_observation, []) for i in range(2))
     with_eos = [*codec.encode("\\boxed{4}"), codec.eos_id]
     with_junk = [*codec.encode("\\boxed{4}"), ByteTokenizer.ACT, ByteTokenizer.OBS]
-    policy.generate = lambda contexts: [with_eos, with_junk]  # type: ignore[method-assign]
+    sampled = ([with_eos, with_junk], [[-0.5] * len(with_eos), [-0.25] * len(with_junk)])
+    policy._sample = lambda contexts, episodes=None: sampled  # type: ignore[method-assign]
     texts = policy([a, b])
     assert texts == ["\\boxed{4}", "\\boxed{4}"]
     for e, text in ((a, texts[0]), (b, texts[1])):
@@ -242,6 +294,8 @@ def test_training_tokens_are_the_ids_each_episode_sampled() -> None:
     ids_b = policy.tokenize(b).input_ids.tolist()
     assert ids_a[-len(with_eos) :] == with_eos
     assert ids_b[-len(with_junk) :] == with_junk
+    assert policy.sampled_log_probs(a) == [-0.5] * len(with_eos)
+    assert policy.sampled_log_probs(b) == [-0.25] * len(with_junk)
     # an action the policy did not write (e.g. an SFT trace) is encoded, with EOS
     c = Episode(ep.env_id, 2, ep.seed, ep.initial_observation, [])
     c.transitions.append(
@@ -655,6 +709,32 @@ def test_overlap_behaviour_log_probs_are_the_collecting_policys(tmp_path: Path) 
         learner = token_log_probs(trainer.model, torch.from_numpy(ids), mask, trainer.vocab_limit)
     assert torch.allclose(behaviour, learner, atol=1e-5)  # same weights: every ratio is 1
     assert bool((behaviour[mask] < 0).all()) and int(mask.sum()) > 0
+    assert bool((behaviour[~mask] == 0).all())
+
+
+def test_behaviour_log_probs_are_recorded_while_sampling(tmp_path: Path) -> None:
+    # the collecting policy's log-probs come from the sampling pass, not a second forward pass
+    trainer = Trainer(_overlap_config(tmp_path, overlap=True))
+    trainer._sync_rollout_policy()
+    scored: list[int] = []
+    score = trainer._score
+
+    def spy(model: object, tokens: list[object]) -> object:
+        scored.append(len(tokens))
+        return score(model, tokens)  # type: ignore[arg-type]
+
+    trainer._score = spy  # type: ignore[method-assign,assignment]
+    batch, tokens, behaviour, _ = trainer._collect_scored(4)
+    assert scored == []
+    recomputed = score(trainer.rollout_policy.model, tokens)
+    assert torch.allclose(behaviour, recomputed, atol=1e-5)
+    # an action whose text no longer matches what was sampled: nothing recorded, so it is scored
+    ep = batch.episodes[0]
+    tr = ep.transitions[0]
+    ep.transitions[0] = dataclasses.replace(tr, action=str(tr.action) + " ")
+    assert trainer.rollout_policy.sampled_log_probs(ep) is None
+    tokens = [trainer.rollout_policy.tokenize(e) for e in batch.episodes]
+    assert trainer._recorded_log_probs(batch, tokens) is None
 
 
 def test_kl_penalty_values_and_direction() -> None:
@@ -760,3 +840,78 @@ def test_kl_runs_keep_a_frozen_reference_and_resume_it(tmp_path: Path, mode: str
     again.run(resume=True)
     assert again.update == 3
     assert all(torch.equal(a, b) for a, b in zip(start, again.ref_model.parameters(), strict=True))
+
+
+def test_length_chunks_sort_cover_and_pad_less() -> None:
+    from gemgym.rl.trainer.loop import length_chunks
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(100, 400, size=64)
+    idx = rng.permutation(64)[:48]
+    chunks = length_chunks(lengths, idx)
+    assert len(chunks) == 3  # 48 episodes, ~16 per chunk
+    assert sorted(np.concatenate(chunks).tolist()) == sorted(idx.tolist())
+    flat = lengths[np.concatenate(chunks)]
+    assert (np.diff(flat) >= 0).all()  # shortest first
+    padded = sum(len(c) * int(lengths[c].max()) for c in chunks)
+    assert padded < len(idx) * int(lengths[idx].max())
+    assert len(length_chunks(lengths, idx[:5])) == 1
+    assert len(length_chunks(lengths, np.arange(64))) == 4
+
+
+@pytest.mark.parametrize("extras", ["plain", "entropy_kl_dual"])
+def test_chunked_losses_add_up_to_the_whole_batch(extras: str) -> None:
+    """Chunks padded to their own length, normalised by the batch's token counts: the summed
+    loss and gradients equal the whole padded batch's (what ``_ppo_steps`` relies on)."""
+    from gemgym.rl import pad_batch
+    from gemgym.rl.trainer.loop import length_chunks, token_log_probs
+
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    policy = LMPolicy(model, codec)
+    tokens = [policy.tokenize(e) for e in _episodes("random", 12)]
+    rng = np.random.default_rng(1)
+    w = [token_weights(t, rng.normal(size=t.num_turns)) for t in tokens]
+    ids_np, _, w_np = pad_batch(tokens, w, pad_id=codec.pad_id)
+    ids, wt = torch.from_numpy(ids_np), torch.from_numpy(w_np).float()
+    acts = wt[:, 1:] != 0
+    with torch.no_grad():
+        old = token_log_probs(model, ids, acts) + 0.3 * torch.randn(acts.shape) * acts
+        ref = token_log_probs(model, ids, acts) - 0.2 * acts
+    kw: dict[str, object] = {}
+    if extras != "plain":
+        kw = {"entropy_coef": 0.05, "kl_coef": 0.1, "dual_clip": 3.0}
+
+    def loss_of(rows: torch.Tensor, counts: tuple[int, int] | None) -> torch.Tensor:
+        n = int(max(len(tokens[int(r)]) for r in rows))
+        return clipped_policy_loss(
+            model,
+            ids[rows, :n],
+            wt[rows, :n],
+            old[rows, : n - 1],
+            ref_logp=ref[rows, : n - 1],
+            action_mask=acts[rows, : n - 1],
+            counts=counts,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    everything = torch.arange(len(tokens))
+    model.zero_grad()
+    whole = loss_of(everything, None)
+    whole.backward()
+    g_whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    lengths = np.array([len(t) for t in tokens])
+    chunks = length_chunks(lengths, np.arange(len(tokens)))
+    # force several chunks even for this small batch
+    chunks = [c for c in np.array_split(np.concatenate(chunks), 3)]
+    assert len({int(lengths[c].max()) for c in chunks}) > 1  # really padded differently
+    counts = (int(acts.sum()), int(acts.sum()))
+    total = 0.0
+    for c in chunks:
+        part = loss_of(torch.from_numpy(c), counts)
+        part.backward()
+        total += float(part.detach())
+    assert total == pytest.approx(float(whole.detach()), rel=1e-5, abs=1e-6)
+    for a, p in zip(g_whole, model.parameters(), strict=True):
+        assert torch.allclose(a, p.grad, atol=1e-6)

@@ -218,9 +218,11 @@ def policy_gradient_loss(
     return loss
 
 
-def kl_penalty(logp: Any, ref_logp: Any, mask: Any) -> Any:
+def kl_penalty(logp: Any, ref_logp: Any, mask: Any, count: int | None = None) -> Any:
     """The mean over the ``mask``ed tokens of GRPO's per-token KL estimator
-    ``exp(ref - logp) - (ref - logp) - 1`` (a torch scalar, >= 0; 0 where ``logp == ref``).
+    ``exp(ref - logp) - (ref - logp) - 1`` (a torch scalar, >= 0; 0 where ``logp == ref``);
+    ``count``: divide the sum by this instead of the number of masked tokens (for a chunk of
+    a larger batch).
 
     ``logp``, ``ref_logp``: log-probs of the sampled tokens under the policy and the reference.
     An unbiased estimate of ``KL(pi || pi_ref)`` on tokens sampled from ``pi``; its gradient is
@@ -230,7 +232,8 @@ def kl_penalty(logp: Any, ref_logp: Any, mask: Any) -> Any:
     import torch
 
     d = torch.where(mask, ref_logp - logp, torch.zeros_like(logp))  # k3 is 0 where d is
-    return (torch.exp(d) - d - 1.0).sum() / torch.clamp(mask.sum(), min=1)
+    n = torch.clamp(mask.sum(), min=1) if count is None else max(1, count)
+    return (torch.exp(d) - d - 1.0).sum() / n
 
 
 def _require_ref(ref_logp: Any) -> Any:
@@ -336,6 +339,7 @@ def clipped_policy_loss(
     kl_coef: float = 0.0,
     ref_logp: Any = None,
     action_mask: Any = None,
+    counts: tuple[int, int] | None = None,
 ) -> Any:
     """PPO's clipped surrogate with token weights as advantages (a torch scalar).
 
@@ -349,6 +353,8 @@ def clipped_policy_loss(
     ``entropy_coef=c`` subtracts ``c`` times the policy's mean entropy over the same tokens.
     ``kl_coef=beta`` adds ``beta`` times :func:`kl_penalty` against ``ref_logp`` over the
     ``(batch, length - 1)`` bool ``action_mask`` (all action tokens, zero weights included).
+    ``counts=(N, M)``: divide by these numbers of weighted and of KL tokens instead of this
+    batch's own, so that the losses of a batch's chunks add up to the batch's loss.
     """
     import torch
 
@@ -363,13 +369,27 @@ def clipped_policy_loss(
     surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
     if dual_clip is not None:  # a negative advantage's term is otherwise unbounded in r
         surr = torch.where(w < 0, torch.maximum(surr, dual_clip * w), surr)
-    n = torch.clamp((w != 0).sum(), min=1)
+    n = torch.clamp((w != 0).sum(), min=1) if counts is None else max(1, counts[0])
     if ent is not None:
         surr = surr + entropy_coef * ent
     loss = -surr.sum() / n
     if kl_coef:
-        loss = loss + kl_coef * kl_penalty(logp, _require_ref(ref_logp), mask)
+        kl_count = None if counts is None else counts[1]
+        loss = loss + kl_coef * kl_penalty(logp, _require_ref(ref_logp), mask, kl_count)
     return loss
+
+
+LEARN_CHUNK_EPISODES = 16
+
+
+def length_chunks(lengths: np.ndarray, idx: np.ndarray) -> list[np.ndarray]:
+    """``idx`` (episode indices) sorted by length and cut into chunks of about
+    :data:`LEARN_CHUNK_EPISODES` (at most 4 chunks): each chunk is padded to its own longest
+    episode, not the batch's, which saves the padding's work (attention grows with the
+    square of the length). The chunks' gradients add up to the whole batch's."""
+    order = idx[np.argsort(lengths[idx], kind="stable")]
+    k = min(4, max(1, len(order) // LEARN_CHUNK_EPISODES))
+    return [c for c in np.array_split(order, k) if len(c)]
 
 
 class Trainer:
@@ -581,9 +601,30 @@ class Trainer:
         reference policy's (``kl_coef``; else ``None``)."""
         batch = self.collector.collect(episodes)
         tokens = [self.rollout_policy.tokenize(e) for e in batch.episodes]
-        logp = self._score(self.rollout_policy.model, tokens)
+        logp = self._recorded_log_probs(batch, tokens)
+        if logp is None:
+            logp = self._score(self.rollout_policy.model, tokens)
         ref = self._score(self._reference(), tokens) if self.config.kl_coef else None
         return batch, tokens, logp, ref
+
+    def _recorded_log_probs(self, batch: Batch, tokens: Sequence[TokenizedEpisode]) -> Any:
+        """The rollout policy's log-probs of the batch's action tokens as it recorded them while
+        sampling, laid out as :meth:`_score` computes them (``None`` if some are missing): the
+        same values up to float rounding, without a second forward pass over the batch."""
+        import torch
+
+        recorded = [self.rollout_policy.sampled_log_probs(e) for e in batch.episodes]
+        length = max((len(t) for t in tokens), default=0)
+        if self.max_length is not None:
+            length = min(length, self.max_length)
+        out = np.zeros((len(tokens), max(length - 1, 0)), dtype=np.float32)
+        for i, (tok, rec) in enumerate(zip(tokens, recorded, strict=True)):
+            pos = np.flatnonzero(tok.action_mask)
+            if rec is None or len(rec) != len(pos):
+                return None
+            keep = (pos >= 1) & (pos < length)
+            out[i, pos[keep] - 1] = np.asarray(rec, dtype=np.float32)[keep]
+        return torch.from_numpy(out).to(self.device)
 
     def _score(self, model: Any, tokens: Sequence[TokenizedEpisode]) -> Any:
         """``model``'s log-probs of the action tokens of the padded batch (0 elsewhere)."""
@@ -672,27 +713,35 @@ class Trainer:
         losses = []
         for _ in range(cfg.epochs):
             for idx in np.array_split(rng.permutation(len(tokens)), cfg.minibatches):
-                n = int(lengths[idx].max())  # right padding: drop the all-pad tail
-                sel = torch.from_numpy(idx).to(self.device)
-                loss = clipped_policy_loss(
-                    self.model,
-                    ids[sel, :n],
-                    w[sel, :n],
-                    old[sel, : n - 1],
-                    clip_eps=cfg.clip_eps,
-                    dual_clip=cfg.dual_clip,
-                    vocab_limit=self.vocab_limit,
-                    entropy_coef=cfg.entropy_coef,
-                    kl_coef=cfg.kl_coef,
-                    ref_logp=None if ref is None else ref[sel, : n - 1],
-                    action_mask=None if acts is None else acts[sel, : n - 1],
-                )
+                rows = torch.from_numpy(idx).to(self.device)
+                scored = w[rows, 1:] != 0  # the loss's tokens; with KL, all action tokens too
+                kl_tokens = 0 if acts is None else int((acts[rows] | scored).sum())
+                counts = (int(scored.sum()), kl_tokens)
                 self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                total = 0.0
+                for chunk in length_chunks(lengths, idx):  # one step, the chunks' grads summed
+                    n = int(lengths[chunk].max())  # right padding: drop the all-pad tail
+                    sel = torch.from_numpy(chunk).to(self.device)
+                    loss = clipped_policy_loss(
+                        self.model,
+                        ids[sel, :n],
+                        w[sel, :n],
+                        old[sel, : n - 1],
+                        clip_eps=cfg.clip_eps,
+                        dual_clip=cfg.dual_clip,
+                        vocab_limit=self.vocab_limit,
+                        entropy_coef=cfg.entropy_coef,
+                        kl_coef=cfg.kl_coef,
+                        ref_logp=None if ref is None else ref[sel, : n - 1],
+                        action_mask=None if acts is None else acts[sel, : n - 1],
+                        counts=counts,
+                    )
+                    loss.backward()
+                    total += float(loss.item())
                 if cfg.max_grad_norm > 0:
                     torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
-                losses.append(float(loss.item()))
+                losses.append(total)
         return float(np.mean(losses))
 
     def evaluate(

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LMPolicy", "build_model", "observation_text"]
 
+_Sample = tuple[str, list[int], list[float]]
+
 
 def observation_text(obs: Any) -> str:
     """The text of an observation (chat lists are joined, images dropped)."""
@@ -118,6 +120,9 @@ class LMPolicy:
         temperature: sampling temperature; ``greedy=True`` takes the argmax instead.
         obs_max_tokens: keep this many leading tokens of each observation.
         seed: seed of the sampling generator.
+        kv_cache: keep each episode's keys and values between its turns, so that a turn
+            encodes only the tokens added since the last one (TinyGPT; same samples up to
+            float rounding).
     """
 
     def __init__(
@@ -131,10 +136,17 @@ class LMPolicy:
         obs_max_tokens: int = 128,
         seed: int = 0,
         device: str | torch.device = "cpu",
+        kv_cache: bool = True,
     ) -> None:
         import torch
 
         self.model = model
+        self.kv_cache = kv_cache
+        # TinyGPT only: an episode's keys and values from its last turn, so that the next turn
+        # encodes only its new tokens: id(episode) -> (weak ref, tokens, [(keys, values)] per
+        # layer, each (heads, len(tokens), dim)); valid while the weights stay the same
+        self._kv: dict[int, tuple[weakref.ref[Episode], list[int], list[Any]]] = {}
+        self._kv_version: tuple[int, ...] = ()
         self.codec = codec
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
@@ -145,8 +157,9 @@ class LMPolicy:
         self.generator.manual_seed(seed)
         # the ids this policy sampled, per episode object and turn, so that training sees the
         # exact tokens even when decoding is lossy (special ids are dropped from the text, so
-        # two different samples may read the same): id(episode) -> (weak ref, {turn: (text, ids)})
-        self._sampled: dict[int, tuple[weakref.ref[Episode], dict[int, tuple[str, list[int]]]]] = {}
+        # two different samples may read the same), and their log-probs under the sampling
+        # model: id(episode) -> (weak ref, {turn: (text, ids, log-probs)})
+        self._sampled: dict[int, tuple[weakref.ref[Episode], dict[int, _Sample]]] = {}
 
     # -- rendering -------------------------------------------------------------------------
     def _obs_tokens(self, obs: Any) -> list[int]:
@@ -186,14 +199,29 @@ class LMPolicy:
                     return list(text_ids[1])
         return [*self.codec.encode(action), self.codec.eos_id]
 
-    def _remember(self, episode: Episode, text: str, ids: list[int]) -> None:
+    def _remember(self, episode: Episode, text: str, ids: list[int], logps: list[float]) -> None:
         entry = self._sampled.get(id(episode))
         if entry is None or entry[0]() is not episode:
             if len(self._sampled) > 10_000:  # forget episodes that no longer exist
                 self._sampled = {k: v for k, v in self._sampled.items() if v[0]() is not None}
             entry = (weakref.ref(episode), {})
             self._sampled[id(episode)] = entry
-        entry[1][episode.length] = (text, ids)
+        entry[1][episode.length] = (text, ids, logps)
+
+    def sampled_log_probs(self, episode: Episode) -> list[float] | None:
+        """The log-probs (temperature 1, over the action vocabulary) that the sampling model
+        gave each action token of ``episode``, in order, as recorded while sampling; ``None``
+        when some action was not sampled by this policy (or its text was changed since)."""
+        entry = self._sampled.get(id(episode))
+        if entry is None or entry[0]() is not episode:
+            return None
+        out: list[float] = []
+        for t, tr in enumerate(episode.transitions):
+            rec = entry[1].get(t)
+            if rec is None or rec[0] != str(tr.action):
+                return None
+            out.extend(rec[2])
+        return out
 
     def tokenize(self, episode: Episode) -> TokenizedEpisode:
         """The finished episode as training tokens (actions re-encoded from their text)."""
@@ -208,56 +236,120 @@ class LMPolicy:
         """One action per episode in progress."""
         if not episodes:
             return []
-        outs = self.generate([self.context(e) for e in episodes])
+        outs, logps = self._sample([self.context(e) for e in episodes], episodes)
         actions = []
-        for ep, ids in zip(episodes, outs, strict=True):
+        for ep, ids, lp in zip(episodes, outs, logps, strict=True):
             text = self.codec.decode([i for i in ids if i != self.codec.eos_id])
             if isinstance(ep, Episode):
-                self._remember(ep, text, ids)
+                self._remember(ep, text, ids, lp)
             actions.append(text)
         return actions
 
     def generate(self, contexts: Sequence[Sequence[int]]) -> list[list[int]]:
         """Sample a continuation of each context until ``EOS`` (included when sampled)."""
+        return self._sample(contexts)[0]
+
+    def clear_cache(self) -> None:
+        """Forget the keys and values kept between turns (done by itself when weights change)."""
+        self._kv = {}
+
+    def _sample(
+        self, contexts: Sequence[Sequence[int]], episodes: Sequence[Any] | None = None
+    ) -> tuple[list[list[int]], list[list[float]]]:
         import torch
 
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad():
-                return self._generate(contexts)
+                return self._generate(contexts, episodes)
         finally:
             self.model.train(was_training)
 
-    def _generate(self, contexts: Sequence[Sequence[int]]) -> list[list[int]]:
+    def _weights_version(self) -> tuple[int, ...]:
+        """Changes whenever a parameter is modified in place (an optimizer step, a copy)."""
+        return tuple(p._version for p in self.model.parameters())
+
+    def _cached(self, contexts: Sequence[Sequence[int]], episodes: Sequence[Any]) -> list[Any]:
+        """Per context, the ``(tokens, keys and values)`` kept from the episode's previous turn
+        when those tokens begin the context (else ``None``); entries of episodes that are not
+        in this call, and all entries once the weights have changed, are dropped."""
+        version = self._weights_version()
+        if version != self._kv_version:
+            self._kv, self._kv_version = {}, version
+        kept, out = {}, []
+        for x, ep in zip(contexts, episodes, strict=True):
+            entry = self._kv.get(id(ep))
+            hit = None
+            if entry is not None and entry[0]() is ep:
+                kept[id(ep)] = entry
+                toks = entry[1]
+                if len(toks) < len(x) and list(x[: len(toks)]) == toks:
+                    hit = entry
+            out.append(hit)
+        self._kv = kept
+        return out
+
+    def _generate(
+        self, contexts: Sequence[Sequence[int]], episodes: Sequence[Any] | None = None
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """The sampled ids of each context's continuation and their log-probs (temperature 1,
+        over the sampled vocabulary: what the trainer's scoring computes).
+
+        For TinyGPT, a head that every fresh context shares (an env's rules text) is computed
+        once and broadcast, and with ``episodes`` each episode's keys and values are kept for
+        its next turn, which then encodes only its new tokens (the last observation).
+        """
         import torch
 
         c = self.codec
         dev = self.device
         b = len(contexts)
         cache_kw, keep = _generation_kwargs(self.model)
-        # a head that every context shares (an env's rules text) is computed once, for one row,
-        # and its keys and values are broadcast to the batch (TinyGPT only)
-        split = 0
-        if hasattr(getattr(self.model, "transformer", None), "forward_shared_prefix"):
-            split = _common_head(contexts)
-        past: Any = None
+        tiny = hasattr(getattr(self.model, "transformer", None), "forward_shared_prefix")
+        cache_turns = tiny and self.kv_cache and episodes is not None
+        hits: list[Any] = [None] * b
+        if cache_turns:
+            hits = self._cached(contexts, episodes)  # type: ignore[arg-type]
+        # per row: the keys and values it starts from (each (heads, P_i, dim) per layer)
+        pasts: list[Any] = [None] * b
+        plen = [0] * b
+        new: list[Sequence[int]] = list(contexts)
+        for i, hit in enumerate(hits):
+            if hit is not None:
+                pasts[i], plen[i], new[i] = hit[2], len(hit[1]), contexts[i][len(hit[1]) :]
+        fresh = [i for i in range(b) if hits[i] is None]
+        split = _common_head([contexts[i] for i in fresh]) if tiny else 0
         if split:
-            head = torch.tensor([list(contexts[0][:split])], dtype=torch.long, device=dev)
+            head = torch.tensor([list(contexts[fresh[0]][:split])], dtype=torch.long, device=dev)
             one = self.model(input_ids=head, use_cache=True, logits_to_keep=1)[cache_kw]
-            past = [(k.expand(b, *k.shape[1:]), v.expand(b, *v.shape[1:])) for k, v in one]
-            contexts = [x[split:] for x in contexts]
-        length = max(len(x) for x in contexts)
+            head_kv = [(k[0], v[0]) for k, v in one]
+            for i in fresh:
+                pasts[i], plen[i], new[i] = head_kv, split, contexts[i][split:]
+        p = max(plen)
+        past: Any = None
+        if p:  # left-padded (b, heads, p, dim) keys and values per layer
+            past = []
+            for layer in range(len(next(x for x in pasts if x is not None))):
+                k0, v0 = next(x for x in pasts if x is not None)[layer]
+                k = k0.new_zeros((b, k0.shape[0], p, k0.shape[2]))
+                v = v0.new_zeros((b, v0.shape[0], p, v0.shape[2]))
+                for i in range(b):
+                    if plen[i]:
+                        k[i, :, p - plen[i] :] = pasts[i][layer][0]
+                        v[i, :, p - plen[i] :] = pasts[i][layer][1]
+                past.append((k, v))
+        length = max(len(x) for x in new)
         ids = torch.full((b, length), c.pad_id, dtype=torch.long)
-        att = torch.zeros((b, length), dtype=torch.long)
-        for i, x in enumerate(contexts):  # left padding
-            if x:
-                ids[i, length - len(x) :] = torch.tensor(list(x), dtype=torch.long)
-                att[i, length - len(x) :] = 1
-        ids, att = ids.to(dev), att.to(dev)
-        pos = (att.cumsum(-1) - 1).clamp(min=0) + split
-        if split:
-            att = torch.cat([torch.ones((b, split), dtype=att.dtype, device=dev), att], dim=1)
+        att = torch.zeros((b, p + length), dtype=torch.long)
+        pos = torch.zeros((b, length), dtype=torch.long)
+        for i, x in enumerate(new):  # left padding
+            ids[i, length - len(x) :] = torch.tensor(list(x), dtype=torch.long)
+            att[i, p - plen[i] : p] = 1
+            att[i, p + length - len(x) :] = 1
+            pos[i, length - len(x) :] = torch.arange(plen[i], plen[i] + len(x))
+        ids, att, pos = ids.to(dev), att.to(dev), pos.to(dev)
+        if past is not None:
             keep = {**keep, cache_kw: past}
         limit = getattr(c, "action_vocab_size", None)
         out = self.model(
@@ -268,6 +360,7 @@ class LMPolicy:
         next_pos = pos[:, -1:] + 1
         done = torch.zeros(b, dtype=torch.bool, device=dev)
         gen: list[list[int]] = [[] for _ in range(b)]
+        gen_lp: list[list[float]] = [[] for _ in range(b)]
         for step in range(self.max_new_tokens):
             if limit:
                 logits = logits[:, :limit]
@@ -279,11 +372,13 @@ class LMPolicy:
                 cdf = probs.cumsum(-1)
                 tok = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
                 tok = tok.clamp(max=probs.shape[-1] - 1)
-            toks = tok.tolist()
+            lp = torch.log_softmax(logits.float(), dim=-1).gather(-1, tok[:, None]).squeeze(-1)
+            toks, lps = tok.tolist(), lp.tolist()
             finished = done.tolist()
             for i in range(b):
                 if not finished[i]:
                     gen[i].append(int(toks[i]))
+                    gen_lp[i].append(float(lps[i]))
             done = done | (tok == c.eos_id)
             if bool(done.all()) or step == self.max_new_tokens - 1:
                 break
@@ -298,4 +393,26 @@ class LMPolicy:
             past = out[cache_kw]
             logits = out.logits[:, -1, :]
             next_pos = next_pos + 1
-        return gen
+        if cache_turns:
+            self._keep(contexts, episodes, new, plen, gen, att, past)  # type: ignore[arg-type]
+        return gen, gen_lp
+
+    def _keep(
+        self,
+        contexts: Sequence[Sequence[int]],
+        episodes: Sequence[Any],
+        new: Sequence[Sequence[int]],
+        plen: list[int],
+        gen: list[list[int]],
+        att: Any,
+        past: Any,
+    ) -> None:
+        """Keep each episode's keys and values (its context and the tokens it sampled, but the
+        last, which was never fed back) for its next turn."""
+        for i, ep in enumerate(episodes):
+            if not isinstance(ep, Episode):
+                continue
+            n = plen[i] + len(new[i]) + len(gen[i]) - 1
+            idx = att[i].nonzero().squeeze(-1)[:n]
+            kv = [(k[i][:, idx], v[i][:, idx]) for k, v in past]
+            self._kv[id(ep)] = (weakref.ref(ep), [*contexts[i], *gen[i][:-1]], kv)
