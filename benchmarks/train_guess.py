@@ -90,6 +90,15 @@ def main() -> None:
     ap.add_argument(
         "--kl-coef", type=float, default=0.0, help="KL penalty toward the warm start (default 0)"
     )
+    ap.add_argument(
+        "--temperature", type=float, default=1.0, help="training batches' sampling temperature"
+    )
+    ap.add_argument(
+        "--eval-temperature",
+        type=float,
+        default=1.0,
+        help="evaluation sampling temperature (default 1: the policy itself)",
+    )
     ap.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine"])
     ap.add_argument("--episodes-per-update", type=int, default=64)
     ap.add_argument(
@@ -185,6 +194,8 @@ def main() -> None:
                     "warmup_updates": args.warmup_updates,
                     "entropy_coef": args.entropy_coef,
                     "kl_coef": args.kl_coef,
+                    "temperature": args.temperature,
+                    "eval_temperature": args.eval_temperature,
                     "lr_schedule": args.lr_schedule,
                     "overlap": args.overlap,
                     "init_checkpoint": args.init or str(sft_dir / "checkpoint.pt"),

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from gemgym.agents import make_agent  # noqa: E402
+from gemgym.errors import ConfigError  # noqa: E402
 from gemgym.experience import Episode, rollout, write_jsonl  # noqa: E402
 from gemgym.rl import token_weights  # noqa: E402
 from gemgym.rl.trainer import (  # noqa: E402
@@ -735,6 +736,39 @@ def test_behaviour_log_probs_are_recorded_while_sampling(tmp_path: Path) -> None
     assert trainer.rollout_policy.sampled_log_probs(ep) is None
     tokens = [trainer.rollout_policy.tokenize(e) for e in batch.episodes]
     assert trainer._recorded_log_probs(batch, tokens) is None
+
+
+def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None:
+    hot = Trainer(_overlap_config(tmp_path / "hot", temperature=4.0, eval_temperature=1.0))
+    plain = Trainer(_overlap_config(tmp_path / "plain"))
+    hot_all = Trainer(_overlap_config(tmp_path / "hot_all", temperature=4.0))
+
+    def temperatures_seen(trainer: Trainer) -> set[float]:
+        seen: set[float] = set()
+        generate = trainer.policy._generate
+
+        def spy(*a: object, **kw: object) -> object:
+            seen.add(trainer.policy.temperature)
+            return generate(*a, **kw)  # type: ignore[arg-type]
+
+        trainer.policy._generate = spy  # type: ignore[method-assign,assignment]
+        trainer.evaluate(8)
+        del trainer.policy._generate
+        return seen
+
+    # evaluation samples at eval_temperature, by default at the training temperature
+    assert temperatures_seen(hot) == {1.0} and hot.policy.temperature == 4.0  # restored
+    assert temperatures_seen(hot_all) == {4.0} and temperatures_seen(plain) == {1.0}
+    # the training batches are sampled hotter; their recorded log-probs are the policy's own
+    batch, tokens, behaviour, _ = hot._collect_scored(8)
+    cold, _, _, _ = plain._collect_scored(8)
+    actions = [str(t.action) for e in batch.episodes for t in e.transitions]
+    assert actions != [str(t.action) for e in cold.episodes for t in e.transitions]
+    assert torch.allclose(behaviour, hot._score(hot.model, tokens), atol=1e-5)
+    with pytest.raises(ConfigError, match="temperature"):
+        TrainConfig(updates=1, temperature=0.0).validate()
+    with pytest.raises(ConfigError, match="eval_temperature"):
+        TrainConfig(updates=1, eval_temperature=-1.0).validate()
 
 
 def test_kl_penalty_values_and_direction() -> None:

@@ -78,6 +78,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="KL penalty toward the weights RL starts from (GRPO's k3; default 0: none)",
     )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling temperature of the training batches (default 1; > 1 explores more)",
+    )
+    p.add_argument(
+        "--eval-temperature",
+        type=float,
+        default=None,
+        help="sampling temperature of the evaluations (default: --temperature)",
+    )
     p.add_argument("--init", dest="init_checkpoint", help="start from a checkpoint's weights")
     p.add_argument("--sft", dest="sft_path", help="JSONL traces (gemgym run --out) for SFT")
     p.add_argument("--sft-steps", type=int, default=300)
@@ -144,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
         dual_clip=args.dual_clip or None,
         entropy_coef=args.entropy_coef,
         kl_coef=args.kl_coef,
+        temperature=args.temperature,
+        eval_temperature=args.eval_temperature,
         init_checkpoint=args.init_checkpoint,
         updates=args.updates,
         time_budget_s=args.time_budget,

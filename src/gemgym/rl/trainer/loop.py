@@ -29,10 +29,16 @@ gradient is that of ``KL(pi_ref || pi)``: it pushes mass back onto actions the w
 considered, which keeps a policy exploring where an entropy bonus would also spread the format
 tokens the warm start already fixed.
 
+``temperature = T`` samples the training batches from the policy's logits divided by ``T``
+(``T > 1`` explores more, mostly where the policy still hesitates: tokens it is sure of, such as
+the format's, barely move) and learns from them as from its own samples: the recorded
+log-probs, and the ratios of the clipped surrogate, are those of the policy itself (temperature
+1). ``eval_temperature`` sets the evaluations' temperature (default: ``temperature``).
+
 Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
 (model, optimiser, counters, random states: ``resume=True`` continues from it) and
-``final.json`` (the final evaluation on fresh seeds: sampling as in training, and greedy
-decoding).
+``final.json`` (the final evaluation on fresh seeds: sampling at ``eval_temperature``, and
+greedy decoding).
 """
 
 from __future__ import annotations
@@ -124,6 +130,7 @@ class TrainConfig:
     max_new_tokens: int = 16
     obs_max_tokens: int = 128
     temperature: float = 1.0
+    eval_temperature: float | None = None
     eval_every: int = 0
     eval_episodes: int = 256
     final_eval_episodes: int = 1000
@@ -167,6 +174,10 @@ class TrainConfig:
             raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.kl_coef < 0:
             raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        for name in ("temperature", "eval_temperature"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name} must be > 0, got {value}")
         if self.warmup_updates < 0:
             raise ConfigError(f"warmup_updates must be >= 0, got {self.warmup_updates}")
         if self.epochs < 1 or self.minibatches < 1:
@@ -748,17 +759,21 @@ class Trainer:
         self, episodes: int, *, seed: int = EVAL_SEED_BASE, greedy: bool = False
     ) -> dict[str, float]:
         """Play ``episodes`` fresh episodes (seeds never used in training) with the policy,
-        sampling as in training, or taking the most likely token (``greedy=True``)."""
-        batch_size = min(episodes, max(64, self.config.episodes_per_update))
+        sampling at ``eval_temperature`` (default: the training temperature), or taking the
+        most likely token (``greedy=True``)."""
+        cfg = self.config
+        batch_size = min(episodes, max(64, cfg.episodes_per_update))
         out: list[Episode] = []
-        was_greedy = self.policy.greedy
+        was = self.policy.greedy, self.policy.temperature
         self.policy.greedy = greedy
+        if cfg.eval_temperature is not None:
+            self.policy.temperature = cfg.eval_temperature
         try:
             with self._collector(self.policy, batch_size, seed=seed) as col:
                 while len(out) < episodes:
                     out.extend(col.collect(min(batch_size, episodes - len(out))).episodes)
         finally:
-            self.policy.greedy = was_greedy
+            self.policy.greedy, self.policy.temperature = was
         from gemgym.experience import summarize
 
         return summarize(out)
