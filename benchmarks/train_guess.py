@@ -79,6 +79,9 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=1200.0, help="seconds of training per run")
     ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--eval-episodes", type=int, default=1000)
+    ap.add_argument(
+        "--eval-every", type=int, default=0, help="evaluate 256 fresh episodes every N updates"
+    )
     ap.add_argument("--lr", type=float, default=1e-3, help="RL learning rate")
     # batch reuse (PPO-clipped) was measured slower per update here: see docs/results.md
     ap.add_argument("--epochs", type=int, default=1, help="passes over each collected batch")
@@ -93,6 +96,7 @@ def main() -> None:
     ap.add_argument(
         "--temperature", type=float, default=1.0, help="training batches' sampling temperature"
     )
+    ap.add_argument("--min-p", type=float, default=0.0, help="min-p sampling of training batches")
     ap.add_argument(
         "--eval-temperature",
         type=float,
@@ -195,6 +199,8 @@ def main() -> None:
                     "entropy_coef": args.entropy_coef,
                     "kl_coef": args.kl_coef,
                     "temperature": args.temperature,
+                    "min_p": args.min_p,
+                    "eval_every": args.eval_every,
                     "eval_temperature": args.eval_temperature,
                     "lr_schedule": args.lr_schedule,
                     "overlap": args.overlap,

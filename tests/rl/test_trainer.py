@@ -194,6 +194,31 @@ def test_generation_computes_a_common_context_head_once_and_samples_the_same(
     assert generate(16) == generate(10**9)
 
 
+def test_min_p_samples_only_tokens_close_to_the_best_one() -> None:
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    context = [*codec.bos, *codec.encode("pick a number"), *codec.act_marker]
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([context])).logits[0, -1]
+    probs = torch.softmax(logits[: codec.action_vocab_size or None].float(), -1)
+    ranked = probs.sort(descending=True).values
+    min_p = float((ranked[5] + ranked[6]) / 2 / ranked[0])  # keeps the 6 most likely tokens
+    allowed = set(torch.nonzero(probs >= min_p * probs.max()).flatten().tolist())
+    assert len(allowed) == 6
+
+    def sample(**kw: float) -> tuple[list[int], list[float]]:
+        pol = LMPolicy(model, codec, seed=1, max_new_tokens=1, **kw)  # type: ignore[arg-type]
+        outs, logps = pol._sample([context] * 400)
+        return [o[0] for o in outs], [lp[0] for lp in logps]
+
+    hot, logps = sample(temperature=50.0, min_p=min_p)
+    assert set(hot) == allowed  # all of them, and nothing else, at a high temperature
+    wide, _ = sample(temperature=50.0)
+    assert len(set(wide) - allowed) > 20  # without min_p a high temperature samples anything
+    # the recorded log-probs are the policy's own (temperature 1, nothing ruled out)
+    assert torch.allclose(torch.tensor(logps), torch.log(probs[hot]), atol=1e-4)
+
+
 def test_keys_and_values_kept_between_turns_give_the_same_samples() -> None:
     """A turn encodes only the tokens added since the episode's last turn; samples and their
     log-probs are those of encoding the whole context, also after the weights change."""

@@ -85,6 +85,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="sampling temperature of the training batches (default 1; > 1 explores more)",
     )
     p.add_argument(
+        "--min-p",
+        type=float,
+        default=0.0,
+        help="sample only tokens at least this times as likely as the best (default 0: all)",
+    )
+    p.add_argument(
         "--eval-temperature",
         type=float,
         default=None,
@@ -157,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         entropy_coef=args.entropy_coef,
         kl_coef=args.kl_coef,
         temperature=args.temperature,
+        min_p=args.min_p,
         eval_temperature=args.eval_temperature,
         init_checkpoint=args.init_checkpoint,
         updates=args.updates,

@@ -33,7 +33,11 @@ tokens the warm start already fixed.
 (``T > 1`` explores more, mostly where the policy still hesitates: tokens it is sure of, such as
 the format's, barely move) and learns from them as from its own samples: the recorded
 log-probs, and the ratios of the clipped surrogate, are those of the policy itself (temperature
-1). ``eval_temperature`` sets the evaluations' temperature (default: ``temperature``).
+1). ``min_p = m`` samples only among the tokens at least ``m`` times as likely as the best
+one, so that a temperature above 1 spreads the samples over the choices the policy hesitates
+between and not over the format tokens' unlikely alternatives. ``eval_temperature`` makes the
+evaluations sample the policy's full distribution at that temperature (default: they sample as
+the training batches do, ``temperature`` and ``min_p``).
 
 Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
 (model, optimiser, counters, random states: ``resume=True`` continues from it) and
@@ -130,6 +134,7 @@ class TrainConfig:
     max_new_tokens: int = 16
     obs_max_tokens: int = 128
     temperature: float = 1.0
+    min_p: float = 0.0
     eval_temperature: float | None = None
     eval_every: int = 0
     eval_episodes: int = 256
@@ -174,6 +179,8 @@ class TrainConfig:
             raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.kl_coef < 0:
             raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        if not 0.0 <= self.min_p < 1.0:
+            raise ConfigError(f"min_p must be in [0, 1), got {self.min_p}")
         for name in ("temperature", "eval_temperature"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -477,6 +484,7 @@ class Trainer:
             self.codec,
             max_new_tokens=cfg.max_new_tokens,
             temperature=cfg.temperature,
+            min_p=cfg.min_p,
             obs_max_tokens=cfg.obs_max_tokens,
             seed=cfg.seed,
             device=self.device,
@@ -759,21 +767,21 @@ class Trainer:
         self, episodes: int, *, seed: int = EVAL_SEED_BASE, greedy: bool = False
     ) -> dict[str, float]:
         """Play ``episodes`` fresh episodes (seeds never used in training) with the policy,
-        sampling at ``eval_temperature`` (default: the training temperature), or taking the
-        most likely token (``greedy=True``)."""
+        sampling at ``eval_temperature`` (default: as the training batches are sampled), or
+        taking the most likely token (``greedy=True``)."""
         cfg = self.config
         batch_size = min(episodes, max(64, cfg.episodes_per_update))
         out: list[Episode] = []
-        was = self.policy.greedy, self.policy.temperature
+        was = self.policy.greedy, self.policy.temperature, self.policy.min_p
         self.policy.greedy = greedy
-        if cfg.eval_temperature is not None:
-            self.policy.temperature = cfg.eval_temperature
+        if cfg.eval_temperature is not None:  # the policy's own distribution, tempered
+            self.policy.temperature, self.policy.min_p = cfg.eval_temperature, 0.0
         try:
             with self._collector(self.policy, batch_size, seed=seed) as col:
                 while len(out) < episodes:
                     out.extend(col.collect(min(batch_size, episodes - len(out))).episodes)
         finally:
-            self.policy.greedy, self.policy.temperature = was
+            self.policy.greedy, self.policy.temperature, self.policy.min_p = was
         from gemgym.experience import summarize
 
         return summarize(out)
@@ -810,9 +818,14 @@ class Trainer:
                 row["eval_mean_turns"] = ev["mean_turns"]
             row["time_s"] = round(time.perf_counter() - start, 2)
             self.rows.append(row)
+            evaluated = (
+                f"  eval {row['eval_success']:.3f} / {row['eval_mean_turns']:.2f} turns"
+                if "eval_success" in row
+                else ""
+            )
             self.log(
                 f"update {row['update']:4d}  {row['time_s']:7.1f}s  success {row['success']:.2f}"
-                f"  turns {row['mean_turns']:.2f}  loss {row['loss']:+.4f}"
+                f"  turns {row['mean_turns']:.2f}  loss {row['loss']:+.4f}{evaluated}"
             )
             if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
                 self.elapsed = time.perf_counter() - start

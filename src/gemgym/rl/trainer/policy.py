@@ -9,6 +9,7 @@ head of a game's rules carries the range and the turn limit).
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -118,6 +119,10 @@ class LMPolicy:
         codec: its tokenizer (:class:`ByteTokenizer` or :class:`HFCodec`).
         max_new_tokens: longest action, in tokens.
         temperature: sampling temperature; ``greedy=True`` takes the argmax instead.
+        min_p: sample only among the tokens whose probability (at temperature 1) is at least
+            ``min_p`` times the most likely one's (min-p sampling; 0: all tokens). With a
+            temperature above 1 it spreads the samples over the choices the policy hesitates
+            between, not over tokens it rules out (such as a format's alternatives).
         obs_max_tokens: keep this many leading tokens of each observation.
         seed: seed of the sampling generator.
         kv_cache: keep each episode's keys and values between its turns, so that a turn
@@ -132,6 +137,7 @@ class LMPolicy:
         *,
         max_new_tokens: int = 16,
         temperature: float = 1.0,
+        min_p: float = 0.0,
         greedy: bool = False,
         obs_max_tokens: int = 128,
         seed: int = 0,
@@ -150,6 +156,7 @@ class LMPolicy:
         self.codec = codec
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
+        self.min_p = min_p
         self.greedy = greedy
         self.obs_max_tokens = obs_max_tokens
         self.device = torch.device(device)
@@ -367,7 +374,11 @@ class LMPolicy:
             if self.greedy:
                 tok = logits.argmax(-1)
             else:  # inverse-CDF sampling (torch.multinomial is several times slower on CPU)
-                probs = torch.softmax(logits.float() / self.temperature, dim=-1)
+                scaled = logits.float()
+                if self.min_p > 0:  # rule out tokens far less likely than the best one
+                    cut = scaled.max(-1, keepdim=True).values + math.log(self.min_p)
+                    scaled = scaled.masked_fill(scaled < cut, float("-inf"))
+                probs = torch.softmax(scaled / self.temperature, dim=-1)
                 u = torch.rand((b, 1), generator=self.generator, device=dev)
                 cdf = probs.cumsum(-1)
                 tok = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
