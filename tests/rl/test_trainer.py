@@ -577,10 +577,13 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["train", ENV, "--out", str(over), "--updates", "2", "--episodes-per-update", "4"]
     argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
     argv += ["--overlap", "--warmup-updates", "4", "--entropy-coef", "0.01", "--kl-coef", "0.05"]
+    argv += ["--temperature", "1.3", "--min-p", "0.01", "--eval-temperature", "1.0"]
     assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["overlap"] is True and saved["warmup_updates"] == 4
     assert saved["entropy_coef"] == 0.01 and saved["kl_coef"] == 0.05
+    assert saved["temperature"] == 1.3 and saved["min_p"] == 0.01
+    assert saved["eval_temperature"] == 1.0
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
@@ -794,6 +797,8 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
         TrainConfig(updates=1, temperature=0.0).validate()
     with pytest.raises(ConfigError, match="eval_temperature"):
         TrainConfig(updates=1, eval_temperature=-1.0).validate()
+    with pytest.raises(ConfigError, match="min_p"):
+        TrainConfig(updates=1, min_p=1.0).validate()
 
 
 def test_kl_penalty_values_and_direction() -> None:
