@@ -772,11 +772,14 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
     hot_all = Trainer(_overlap_config(tmp_path / "hot_all", temperature=4.0))
 
     def temperatures_seen(trainer: Trainer) -> set[float]:
-        seen: set[float] = set()
+        return {t for t, _ in sampling_seen(trainer)}
+
+    def sampling_seen(trainer: Trainer) -> set[tuple[float, float]]:
+        seen: set[tuple[float, float]] = set()
         generate = trainer.policy._generate
 
         def spy(*a: object, **kw: object) -> object:
-            seen.add(trainer.policy.temperature)
+            seen.add((trainer.policy.temperature, trainer.policy.min_p))
             return generate(*a, **kw)  # type: ignore[arg-type]
 
         trainer.policy._generate = spy  # type: ignore[method-assign,assignment]
@@ -787,6 +790,11 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
     # evaluation samples at eval_temperature, by default at the training temperature
     assert temperatures_seen(hot) == {1.0} and hot.policy.temperature == 4.0  # restored
     assert temperatures_seen(hot_all) == {4.0} and temperatures_seen(plain) == {1.0}
+    # with eval_temperature the full distribution (no min-p); without it, min-p as in training
+    cut = Trainer(_overlap_config(tmp_path / "cut", temperature=2.0, min_p=0.1))
+    assert sampling_seen(cut) == {(2.0, 0.1)}
+    cut.config.eval_temperature = 1.0
+    assert sampling_seen(cut) == {(1.0, 0.0)} and cut.policy.min_p == 0.1  # restored
     # the training batches are sampled hotter; their recorded log-probs are the policy's own
     batch, tokens, behaviour, _ = hot._collect_scored(8)
     cold, _, _, _ = plain._collect_scored(8)

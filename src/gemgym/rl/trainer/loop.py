@@ -41,8 +41,8 @@ the training batches do, ``temperature`` and ``min_p``).
 
 Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
 (model, optimiser, counters, random states: ``resume=True`` continues from it) and
-``final.json`` (the final evaluation on fresh seeds: sampling at ``eval_temperature``, and
-greedy decoding).
+``final.json`` (the final evaluation on fresh seeds: sampling as the training batches are, or
+at ``eval_temperature``, and greedy decoding).
 """
 
 from __future__ import annotations
