@@ -78,6 +78,7 @@ def main() -> None:
     )
     ap.add_argument("--budget", type=float, default=1200.0, help="seconds of training per run")
     ap.add_argument("--sft-steps", type=int, default=150)
+    ap.add_argument("--sft-lr", type=float, default=3e-3, help="SFT warm start learning rate")
     ap.add_argument("--eval-episodes", type=int, default=1000)
     ap.add_argument(
         "--eval-every", type=int, default=0, help="evaluate 256 fresh episodes every N updates"
@@ -114,6 +115,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per run")
     ap.add_argument("--n-layer", type=int, default=2)
     ap.add_argument("--n-embd", type=int, default=64)
+    ap.add_argument("--n-head", type=int, default=4)
+    ap.add_argument(
+        "--n-positions", type=int, default=512, help="context length (tokens) of the model"
+    )
     ap.add_argument("--tokenizer", default="bytes", choices=["bytes", "words"])
     ap.add_argument("--obs-max-tokens", type=int, default=128)
     ap.add_argument(
@@ -152,6 +157,8 @@ def main() -> None:
         "threads": args.threads,
         "n_layer": args.n_layer,
         "n_embd": args.n_embd,
+        "n_head": args.n_head,
+        "n_positions": args.n_positions,
         "tokenizer": args.tokenizer,
         "obs_max_tokens": args.obs_max_tokens,
         "device": args.device,
@@ -161,7 +168,7 @@ def main() -> None:
     if args.init:  # a given warm start, evaluated like a trained one
         sft_config["init_checkpoint"] = args.init
     else:
-        sft_config.update(sft_path=str(traces), sft_steps=args.sft_steps, sft_lr=3e-3)
+        sft_config.update(sft_path=str(traces), sft_steps=args.sft_steps, sft_lr=args.sft_lr)
     sft = run_one({"name": "sft", "verbose": args.verbose, "config": sft_config})
     what = f"from {args.init}" if args.init else f"{args.sft_steps} steps, {sft['train_time_s']} s"
     print(

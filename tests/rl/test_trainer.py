@@ -298,6 +298,19 @@ def test_policy_context_is_a_prefix_of_the_training_tokens() -> None:
         assert codec.eos_id not in ids[:-1]  # generation stops at EOS
 
 
+def test_a_context_longer_than_the_models_positions_is_a_clear_error() -> None:
+    torch.manual_seed(0)
+    model, codec = build_model(**{**TINY, "n_positions": 160})
+    policy = LMPolicy(model, codec, obs_max_tokens=128, max_new_tokens=16)
+    ep = Episode(ENV, 0, 1, "x" * 200, [])
+    # BOS + OBS + 128 observation bytes + ACT = 131 tokens: with 16 new ones, 147 <= 160
+    assert len(policy.context(ep)) == 131
+    assert len(policy([ep])) == 1
+    policy.max_new_tokens = 30  # 131 + 30 > 160: said before any position overflows
+    with pytest.raises(ConfigError, match=r"131 tokens .* 30 more, past the model's 160 .*"):
+        policy([ep])
+
+
 def test_training_tokens_are_the_ids_each_episode_sampled() -> None:
     """Two samples that decode to the same text keep their own ids (special ids are dropped
     from the text): crediting one episode's advantage to another's tokens taught the policy to
@@ -578,8 +591,10 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
     argv += ["--overlap", "--warmup-updates", "4", "--entropy-coef", "0.01", "--kl-coef", "0.05"]
     argv += ["--temperature", "1.3", "--min-p", "0.01", "--eval-temperature", "1.0"]
+    argv += ["--n-head", "2", "--n-positions", "300"]
     assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
+    assert saved["n_head"] == 2 and saved["n_positions"] == 300
     assert saved["overlap"] is True and saved["warmup_updates"] == 4
     assert saved["entropy_coef"] == 0.01 and saved["kl_coef"] == 0.05
     assert saved["temperature"] == 1.3 and saved["min_p"] == 0.01

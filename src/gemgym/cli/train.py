@@ -102,6 +102,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="Hugging Face model path (default: small GPT)")
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-embd", type=int, default=64)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument(
+        "--n-positions",
+        type=int,
+        default=512,
+        help="context length of the default model in tokens (a 7-turn game needs ~750 bytes)",
+    )
     p.add_argument(
         "--tokenizer",
         choices=["bytes", "words"],
@@ -149,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         n_layer=args.n_layer,
         n_embd=args.n_embd,
+        n_head=args.n_head,
+        n_positions=args.n_positions,
         tokenizer=args.tokenizer,
         seed=args.seed,
         episodes_per_update=args.episodes_per_update,

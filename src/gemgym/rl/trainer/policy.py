@@ -312,6 +312,7 @@ class LMPolicy:
         c = self.codec
         dev = self.device
         b = len(contexts)
+        self._check_length(max(len(x) for x in contexts))
         cache_kw, keep = _generation_kwargs(self.model)
         tiny = hasattr(getattr(self.model, "transformer", None), "forward_shared_prefix")
         cache_turns = tiny and self.kv_cache and episodes is not None
@@ -407,6 +408,21 @@ class LMPolicy:
         if cache_turns:
             self._keep(contexts, episodes, new, plen, gen, att, past)  # type: ignore[arg-type]
         return gen, gen_lp
+
+    def _check_length(self, longest: int) -> None:
+        """Fail with what to change when a context and its action may not fit the model's
+        positions (a learned position table has no entry past them)."""
+        cfg = getattr(self.model, "config", None)
+        limit = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
+        if isinstance(limit, int) and longest + self.max_new_tokens > limit:
+            from gemgym.errors import ConfigError
+
+            raise ConfigError(
+                f"an episode's context reached {longest} tokens and its action may take "
+                f"{self.max_new_tokens} more, past the model's {limit} positions: give the model "
+                "more positions (TrainConfig.n_positions, --n-positions), keep fewer tokens of "
+                "each observation (obs_max_tokens), or allow fewer turns"
+            )
 
     def _keep(
         self,
