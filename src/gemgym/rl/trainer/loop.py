@@ -927,9 +927,9 @@ class Trainer:
         self.sft_done = bool(state["sft_done"])
         self.rows = list(state["rows"])
         self.collector._next_group = int(state["collector_group"])
-        torch.set_rng_state(state["torch_rng"])
+        torch.set_rng_state(state["torch_rng"].cpu())  # map_location moved it
         gen = self.rollout_policy.generator
-        gen.set_state(state["sample_rng"].to(gen.device))
+        gen.set_state(state["sample_rng"].cpu())  # a CUDA generator too takes a CPU state
 
 
 def config_from_dict(d: dict[str, Any]) -> TrainConfig:
