@@ -66,7 +66,7 @@ from gemgym.rl.advantages import ESTIMATORS, GROUP_ESTIMATORS
 from gemgym.rl.collector import Batch, Collector
 from gemgym.rl.tokens import TokenizedEpisode, pad_batch, token_weights
 from gemgym.rl.trainer.codec import TOKENIZERS
-from gemgym.rl.trainer.policy import LMPolicy, build_model
+from gemgym.rl.trainer.policy import LMPolicy, build_model, model_positions
 
 __all__ = [
     "CURVE_FIELDS",
@@ -435,9 +435,7 @@ class Trainer:
             tokenizer=config.tokenizer,
         )
         self.model.to(self.device)
-        self.max_length = getattr(self.model.config, "n_positions", None) or getattr(
-            self.model.config, "max_position_embeddings", None
-        )
+        self.max_length = model_positions(self.model)
         self.vocab_limit: int | None = getattr(self.codec, "action_vocab_size", None)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.0)
         self.policy = self._make_policy(self.model)

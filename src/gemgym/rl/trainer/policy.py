@@ -32,6 +32,14 @@ def observation_text(obs: Any) -> str:
     return _text(obs)
 
 
+def model_positions(model: Any) -> int | None:
+    """How many positions ``model`` has (GPT-2's ``n_positions``, or
+    ``max_position_embeddings``); ``None`` when its config does not say."""
+    cfg = getattr(model, "config", None)
+    limit = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
+    return limit if isinstance(limit, int) else None
+
+
 def build_model(
     model: str | None = None,
     *,
@@ -412,9 +420,8 @@ class LMPolicy:
     def _check_length(self, longest: int) -> None:
         """Fail with what to change when a context and its action may not fit the model's
         positions (a learned position table has no entry past them)."""
-        cfg = getattr(self.model, "config", None)
-        limit = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
-        if isinstance(limit, int) and longest + self.max_new_tokens > limit:
+        limit = model_positions(self.model)
+        if limit is not None and longest + self.max_new_tokens > limit:
             from gemgym.errors import ConfigError
 
             raise ConfigError(
