@@ -92,6 +92,13 @@ def main() -> None:
     ap.add_argument("--warmup-updates", type=int, default=0, help="linear RL lr warm-up")
     ap.add_argument("--entropy-coef", type=float, default=0.0, help="entropy bonus (default 0)")
     ap.add_argument(
+        "--entropy-ref-min",
+        type=float,
+        default=None,
+        help="entropy bonus only where the warm start's entropy is >= this (nats)",
+    )
+    ap.add_argument("--entropy-schedule", default="constant", choices=["constant", "linear"])
+    ap.add_argument(
         "--kl-coef", type=float, default=0.0, help="KL penalty toward the warm start (default 0)"
     )
     ap.add_argument(
@@ -204,6 +211,8 @@ def main() -> None:
                     "episodes_per_update": args.episodes_per_update,
                     "warmup_updates": args.warmup_updates,
                     "entropy_coef": args.entropy_coef,
+                    "entropy_ref_min": args.entropy_ref_min,
+                    "entropy_schedule": args.entropy_schedule,
                     "kl_coef": args.kl_coef,
                     "temperature": args.temperature,
                     "min_p": args.min_p,

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -519,6 +520,25 @@ def test_sft_lowers_the_loss_on_traces(tmp_path: Path) -> None:
     assert loss() < before - 0.5
 
 
+def test_sft_on_episodes_longer_than_the_models_positions_warns(tmp_path: Path) -> None:
+    eps = _episodes("random", 4)
+    short = Trainer(TrainConfig(out_dir=str(tmp_path / "s"), updates=1, sft_batch_size=4, **TINY))
+    longest = max(len(short.policy.tokenize(e)) for e in eps)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # episodes that fit: no warning
+        short.sft(eps, steps=1)
+    tiny = {**TINY, "n_positions": longest - 1}
+    cut = Trainer(TrainConfig(out_dir=str(tmp_path / "c"), updates=1, sft_batch_size=4, **tiny))
+    n_long = sum(len(cut.policy.tokenize(e)) > longest - 1 for e in eps)
+    with pytest.warns(
+        UserWarning,
+        match=rf"{n_long} of 4 SFT episodes are longer than the model's {longest - 1} positions",
+    ):
+        cut.sft(eps, steps=1)
+
+
 def test_run_writes_curves_checkpoint_and_resumes(tmp_path: Path) -> None:
     traces = tmp_path / "random.jsonl"
     write_jsonl(_episodes("random", 16), traces)
@@ -592,6 +612,7 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--overlap", "--warmup-updates", "4", "--entropy-coef", "0.01", "--kl-coef", "0.05"]
     argv += ["--temperature", "1.3", "--min-p", "0.01", "--eval-temperature", "1.0"]
     argv += ["--n-head", "2", "--n-positions", "300"]
+    argv += ["--entropy-ref-min", "0.5", "--entropy-schedule", "linear"]
     assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["n_head"] == 2 and saved["n_positions"] == 300
@@ -599,6 +620,7 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert saved["entropy_coef"] == 0.01 and saved["kl_coef"] == 0.05
     assert saved["temperature"] == 1.3 and saved["min_p"] == 0.01
     assert saved["eval_temperature"] == 1.0
+    assert saved["entropy_ref_min"] == 0.5 and saved["entropy_schedule"] == "linear"
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
@@ -744,8 +766,8 @@ def test_overlap_behaviour_log_probs_are_the_collecting_policys(tmp_path: Path) 
 
     trainer = Trainer(_overlap_config(tmp_path, overlap=True))
     trainer._sync_rollout_policy()
-    batch, tokens, behaviour, ref = trainer._collect_scored(4)
-    assert ref is None  # no kl_coef, no reference
+    batch, tokens, behaviour, ref, ent_mask = trainer._collect_scored(4)
+    assert ref is None and ent_mask is None  # no kl_coef, no entropy_ref_min: no reference
     masks = [t.action_mask.astype(np.float64) for t in tokens]
     ids, _, m = pad_batch(tokens, masks, pad_id=trainer.codec.pad_id)
     mask = torch.from_numpy(m[:, 1:] != 0)
@@ -768,7 +790,7 @@ def test_behaviour_log_probs_are_recorded_while_sampling(tmp_path: Path) -> None
         return score(model, tokens)  # type: ignore[arg-type]
 
     trainer._score = spy  # type: ignore[method-assign,assignment]
-    batch, tokens, behaviour, _ = trainer._collect_scored(4)
+    batch, tokens, behaviour, _, _ = trainer._collect_scored(4)
     assert scored == []
     recomputed = score(trainer.rollout_policy.model, tokens)
     assert torch.allclose(behaviour, recomputed, atol=1e-5)
@@ -811,8 +833,8 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
     cut.config.eval_temperature = 1.0
     assert sampling_seen(cut) == {(1.0, 0.0)} and cut.policy.min_p == 0.1  # restored
     # the training batches are sampled hotter; their recorded log-probs are the policy's own
-    batch, tokens, behaviour, _ = hot._collect_scored(8)
-    cold, _, _, _ = plain._collect_scored(8)
+    batch, tokens, behaviour, _, _ = hot._collect_scored(8)
+    cold, _, _, _, _ = plain._collect_scored(8)
     actions = [str(t.action) for e in batch.episodes for t in e.transitions]
     assert actions != [str(t.action) for e in cold.episodes for t in e.transitions]
     assert torch.allclose(behaviour, hot._score(hot.model, tokens), atol=1e-5)
@@ -824,8 +846,21 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
         TrainConfig(updates=1, min_p=1.0).validate()
 
 
-def test_kl_penalty_values_and_direction() -> None:
+def _weighted_batch(n: int) -> tuple[Any, Any, list[Any], list[np.ndarray], Any, Any]:
+    """A tiny random model, its codec, ``n`` random-agent episodes tokenized, weights 0.5 on
+    their action tokens, and the padded ids and weights as tensors."""
     from gemgym.rl import pad_batch
+
+    torch.manual_seed(0)
+    model, codec = build_model(**TINY)
+    policy = LMPolicy(model, codec)
+    tokens = [policy.tokenize(e) for e in _episodes("random", n)]
+    w = [token_weights(t, [0.5] * t.num_turns) for t in tokens]
+    ids_np, _, w_np = pad_batch(tokens, w, pad_id=codec.pad_id)
+    return model, codec, tokens, w, torch.from_numpy(ids_np), torch.from_numpy(w_np).float()
+
+
+def test_kl_penalty_values_and_direction() -> None:
     from gemgym.rl.trainer import kl_penalty
     from gemgym.rl.trainer.loop import token_log_probs
 
@@ -838,13 +873,7 @@ def test_kl_penalty_values_and_direction() -> None:
     assert float(kl_penalty(logp, ref, mask)) == pytest.approx(expect)
     assert float(kl_penalty(ref, ref, mask)) == 0.0
 
-    torch.manual_seed(0)
-    model, codec = build_model(**TINY)
-    policy = LMPolicy(model, codec)
-    tokens = [policy.tokenize(e) for e in _episodes("random", 3)]
-    w = [token_weights(t, [0.5] * t.num_turns) for t in tokens]
-    ids_np, _, w_np = pad_batch(tokens, w, pad_id=codec.pad_id)
-    ids, wt = torch.from_numpy(ids_np), torch.from_numpy(w_np).float()
+    model, codec, tokens, w, ids, wt = _weighted_batch(3)
     acts = wt[:, 1:] != 0
     with torch.no_grad():
         ref_logp = token_log_probs(model, ids, acts)
@@ -1002,3 +1031,119 @@ def test_chunked_losses_add_up_to_the_whole_batch(extras: str) -> None:
     assert total == pytest.approx(float(whole.detach()), rel=1e-5, abs=1e-6)
     for a, p in zip(g_whole, model.parameters(), strict=True):
         assert torch.allclose(a, p.grad, atol=1e-6)
+
+
+def test_entropy_bonus_restricted_to_a_mask_counts_only_those_tokens() -> None:
+    from gemgym.rl.trainer.loop import token_log_probs, token_log_probs_and_entropy
+
+    model, codec, tokens, w, ids, wt = _weighted_batch(2)
+    acts = wt[:, 1:] != 0
+    some = acts & (torch.arange(acts.shape[1]) % 3 == 0)  # a third of the action tokens
+    assert 0 < int(some.sum()) < int(acts.sum())
+    with torch.no_grad():
+        old = token_log_probs(model, ids, acts)
+        _, ent = token_log_probs_and_entropy(model, ids, acts)
+        n = float(acts.sum())
+
+        def pg(**kw: object) -> float:
+            loss = policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu", **kw)  # type: ignore[arg-type]
+            return float(loss.detach())
+
+        base_pg, base_clip = pg(), float(clipped_policy_loss(model, ids, wt, old))
+        masked_pg = pg(entropy_coef=0.1, entropy_mask=some)
+        masked_clip = float(
+            clipped_policy_loss(model, ids, wt, old, entropy_coef=0.1, entropy_mask=some)
+        )
+    # c * (the masked tokens' entropy summed) / (all weighted tokens)
+    bonus = 0.1 * float(ent[some].sum()) / n
+    assert masked_pg == pytest.approx(base_pg - bonus, rel=1e-5)
+    assert masked_clip == pytest.approx(base_clip - bonus, rel=1e-5)
+    # with zero-ish advantages only the bonus acts, and only on the masked tokens: their
+    # entropy rises, while an all-False mask leaves the loss with no bonus at all
+    none = torch.zeros_like(some)
+    assert pg(entropy_coef=0.1, entropy_mask=none) == pytest.approx(base_pg, rel=1e-6)
+    tiny = [token_weights(t, [1e-9] * t.num_turns) for t in tokens]
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    for _ in range(3):
+        loss = policy_gradient_loss(
+            model,
+            tokens,
+            tiny,
+            pad_id=codec.pad_id,
+            device="cpu",
+            entropy_coef=1.0,
+            entropy_mask=some,
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        _, after = token_log_probs_and_entropy(model, ids, acts)
+    assert float(after[some].sum()) > float(ent[some].sum())
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_entropy_ref_min_masks_the_tokens_where_the_reference_hesitates(
+    tmp_path: Path, overlap: bool
+) -> None:
+    from gemgym.rl.tokens import pad_batch
+    from gemgym.rl.trainer.loop import token_log_probs_and_entropy
+
+    cfg = _overlap_config(
+        tmp_path, overlap=overlap, entropy_coef=0.05, entropy_ref_min=0.0, updates=2
+    )
+    trainer = Trainer(cfg)
+    trainer._sync_rollout_policy()
+    batch, tokens, _, ref, ent_mask = trainer._collect_scored(4)
+    assert ref is None  # no kl_coef: the reference is only scored for its entropy
+    masks = [t.action_mask.astype(np.float64) for t in tokens]
+    ids, _, m = pad_batch(tokens, masks, pad_id=trainer.codec.pad_id)
+    acts = torch.from_numpy(m[:, 1:] != 0)
+    assert torch.equal(ent_mask, acts)  # 0 nats: every action token
+    with torch.no_grad():
+        _, ent = token_log_probs_and_entropy(
+            trainer.model, torch.from_numpy(ids), acts, trainer.vocab_limit
+        )
+    # the reference is the starting weights: the mask is their entropy >= the threshold, on
+    # the action tokens only
+    middle = float(ent[acts].median())
+    trainer.config.entropy_ref_min = middle
+    ent_mask = trainer._reference_scores(tokens)[1]
+    assert torch.equal(ent_mask, acts & (ent >= middle))
+    assert 0 < int(ent_mask.sum()) < int(acts.sum())
+    trainer.config.entropy_ref_min = 1e9  # none
+    assert not bool(trainer._reference_scores(tokens)[1].any())
+    # a whole run: the curve records the sampled decision tokens' -log pi (with overlap, where
+    # the collecting policy's log-probs are at hand), the reference stays frozen
+    trainer.config.entropy_ref_min = middle
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.run()
+    assert trainer.update == 2 and trainer.ref_model is not None
+    for k, v in trainer.ref_model.state_dict().items():
+        assert torch.equal(v, start[k])
+    with open(tmp_path / "curves.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if overlap:
+        assert all(float(r["decision_entropy"]) > 0 for r in rows)
+
+
+def test_entropy_schedule_and_errors(tmp_path: Path) -> None:
+    trainer = Trainer(
+        _overlap_config(tmp_path, entropy_coef=0.2, entropy_schedule="linear", updates=4)
+    )
+    assert trainer.entropy_coefficient() == pytest.approx(0.2)
+    trainer.update = 3
+    assert trainer.entropy_coefficient() == pytest.approx(0.05)
+    trainer.config.entropy_schedule = "constant"
+    assert trainer.entropy_coefficient() == pytest.approx(0.2)
+    timed = Trainer(
+        _overlap_config(
+            tmp_path / "t", entropy_coef=0.2, entropy_schedule="linear", time_budget_s=100.0
+        )
+    )
+    timed.elapsed = 75.0
+    assert timed.entropy_coefficient() == pytest.approx(0.05)
+    with pytest.raises(ConfigError, match="entropy_ref_min must be >= 0"):
+        TrainConfig(updates=1, entropy_ref_min=-1.0).validate()
+    with pytest.raises(ConfigError, match="'constant' or 'linear'"):
+        TrainConfig(updates=1, entropy_schedule="cosine").validate()

@@ -73,6 +73,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="entropy bonus on the action tokens (default 0: none)",
     )
     p.add_argument(
+        "--entropy-ref-min",
+        type=float,
+        default=None,
+        help="apply the entropy bonus only to action tokens where the starting weights' entropy "
+        "is at least this many nats (the moves, not the format they already fixed)",
+    )
+    p.add_argument(
+        "--entropy-schedule",
+        default="constant",
+        choices=["constant", "linear"],
+        help="linear: the entropy bonus decays to 0 over the run (default constant)",
+    )
+    p.add_argument(
         "--kl-coef",
         type=float,
         default=0.0,
@@ -170,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         clip_eps=args.clip_eps,
         dual_clip=args.dual_clip or None,
         entropy_coef=args.entropy_coef,
+        entropy_ref_min=args.entropy_ref_min,
+        entropy_schedule=args.entropy_schedule,
         kl_coef=args.kl_coef,
         temperature=args.temperature,
         min_p=args.min_p,

@@ -52,6 +52,7 @@ import csv
 import json
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
@@ -90,6 +91,7 @@ CURVE_FIELDS = (
     "learn_s",
     "eval_success",
     "eval_mean_turns",
+    "decision_entropy",
 )
 
 EVAL_SEED_BASE = 1_000_000_000
@@ -123,6 +125,8 @@ class TrainConfig:
     clip_eps: float = 0.2
     dual_clip: float | None = 3.0
     entropy_coef: float = 0.0
+    entropy_ref_min: float | None = None
+    entropy_schedule: str = "constant"
     kl_coef: float = 0.0
     updates: int | None = None
     time_budget_s: float | None = None
@@ -177,6 +181,12 @@ class TrainConfig:
             raise ConfigError(f"dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.entropy_coef < 0:
             raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
+        if self.entropy_ref_min is not None and self.entropy_ref_min < 0:
+            raise ConfigError(f"entropy_ref_min must be >= 0 (or None), got {self.entropy_ref_min}")
+        if self.entropy_schedule not in ("constant", "linear"):
+            raise ConfigError(
+                f"entropy_schedule must be 'constant' or 'linear', got {self.entropy_schedule!r}"
+            )
         if self.kl_coef < 0:
             raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}")
         if not 0.0 <= self.min_p < 1.0:
@@ -207,14 +217,17 @@ def policy_gradient_loss(
     entropy_coef: float = 0.0,
     kl_coef: float = 0.0,
     ref_logp: Any = None,
+    entropy_mask: Any = None,
 ) -> Any:
     """``-sum_j w_j log pi(x_j | x_<j) / N`` over the action tokens of a batch (a torch scalar).
 
     With all weights 1 on action tokens this is the SFT (negative log-likelihood) loss.
     ``vocab_limit``: see :func:`token_log_probs`. ``entropy_coef=c`` subtracts ``c`` times the
-    mean entropy of the policy over the same tokens (an exploration bonus). ``kl_coef=beta``
-    with ``ref_logp`` (the reference policy's :func:`token_log_probs` of the same padded batch
-    at its action tokens) adds ``beta`` times :func:`kl_penalty`.
+    mean entropy of the policy over the same tokens (an exploration bonus; with a
+    ``(batch, length - 1)`` bool ``entropy_mask``, only the masked tokens' entropy counts, still
+    divided by ``N``). ``kl_coef=beta`` with ``ref_logp`` (the reference policy's
+    :func:`token_log_probs` of the same padded batch at its action tokens) adds ``beta`` times
+    :func:`kl_penalty`.
     """
     import torch
 
@@ -228,7 +241,11 @@ def policy_gradient_loss(
     mask = w[:, 1:] != 0
     if kl_coef:
         mask = mask | _action_positions(episodes, pad_id, max_length, device)
+    if entropy_coef and entropy_mask is not None:
+        mask = mask | entropy_mask
     tok_logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=bool(entropy_coef))
+    if ent is not None and entropy_mask is not None:
+        ent = ent * entropy_mask
     gain = w[:, 1:] * tok_logp if ent is None else w[:, 1:] * tok_logp + entropy_coef * ent
     loss = -gain.sum() / max(1, n_action)
     if kl_coef:
@@ -358,6 +375,7 @@ def clipped_policy_loss(
     ref_logp: Any = None,
     action_mask: Any = None,
     counts: tuple[int, int] | None = None,
+    entropy_mask: Any = None,
 ) -> Any:
     """PPO's clipped surrogate with token weights as advantages (a torch scalar).
 
@@ -368,7 +386,8 @@ def clipped_policy_loss(
     ``r = 1`` its gradient is that of :func:`policy_gradient_loss`. ``dual_clip=c`` (> 1) also
     bounds a token with a negative weight at ``c w_j`` (dual-clip PPO): without it, a token the
     policy has made much likelier since it was sampled contributes ``r_j w_j`` without limit.
-    ``entropy_coef=c`` subtracts ``c`` times the policy's mean entropy over the same tokens.
+    ``entropy_coef=c`` subtracts ``c`` times the policy's mean entropy over the same tokens (only
+    the ``entropy_mask``ed ones count when that ``(batch, length - 1)`` bool mask is given).
     ``kl_coef=beta`` adds ``beta`` times :func:`kl_penalty` against ``ref_logp`` over the
     ``(batch, length - 1)`` bool ``action_mask`` (all action tokens, zero weights included).
     ``counts=(N, M)``: divide by these numbers of weighted and of KL tokens instead of this
@@ -382,7 +401,11 @@ def clipped_policy_loss(
         if action_mask is None:
             raise ConfigError("kl_coef > 0 needs action_mask: the action tokens of the batch")
         mask = mask | action_mask
+    if entropy_coef and entropy_mask is not None:
+        mask = mask | entropy_mask
     logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=bool(entropy_coef))
+    if ent is not None and entropy_mask is not None:
+        ent = ent * entropy_mask
     ratio = torch.exp(logp - old_logp)
     surr = torch.minimum(ratio * w, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * w)
     if dual_clip is not None:  # a negative advantage's term is otherwise unbounded in r
@@ -501,6 +524,7 @@ class Trainer:
         entropy_coef: float = 0.0,
         kl_coef: float = 0.0,
         ref_logp: Any = None,
+        entropy_mask: Any = None,
     ) -> float:
         import torch
 
@@ -516,6 +540,7 @@ class Trainer:
             entropy_coef=entropy_coef,
             kl_coef=kl_coef,
             ref_logp=ref_logp,
+            entropy_mask=entropy_mask,
         )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -531,6 +556,15 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.sft_lr
         tokens = [self.policy.tokenize(e) for e in episodes]
+        long = sum(len(t) > self.max_length for t in tokens) if self.max_length else 0
+        if long:
+            warnings.warn(
+                f"{long} of {len(tokens)} SFT episodes are longer than the model's "
+                f"{self.max_length} positions; only their first {self.max_length} tokens are "
+                "learned. Give the model more positions (TrainConfig.n_positions, "
+                "--n-positions) or keep fewer tokens of each observation (obs_max_tokens).",
+                stacklevel=2,
+            )
         rng = np.random.default_rng(self.config.seed)
         loss = math.nan
         bs = min(self.config.sft_batch_size, len(tokens))
@@ -550,7 +584,7 @@ class Trainer:
         """
         cfg = self.config
         t0 = time.perf_counter()
-        if cfg.kl_coef:
+        if self._uses_reference:
             self._reference()  # made here, never by the collection thread
         if cfg.overlap:
             pending, self._next_batch = self._next_batch, None
@@ -558,7 +592,7 @@ class Trainer:
             self._sync_rollout_policy()  # the collector is idle: give it the learner's weights
             if scored is None:  # the first update collects in the foreground
                 scored = self._collect_scored(cfg.episodes_per_update)
-            batch, tokens, behaviour, ref = scored
+            batch, tokens, behaviour, ref, ent_mask = scored
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="gemgym-collect")
             # where a resumed run starts collecting again: the pending batch is not saved
@@ -571,20 +605,27 @@ class Trainer:
             batch = self.collector.collect(cfg.episodes_per_update)
             tokens = [self.policy.tokenize(e) for e in batch.episodes]
             behaviour = None
-            ref = self._score(self._reference(), tokens) if cfg.kl_coef else None
+            ref, ent_mask = self._reference_scores(tokens)
         t1 = time.perf_counter()
         if cfg.warmup_updates or cfg.lr_schedule != "constant":
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate()
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
         weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
+        entropy_coef = self.entropy_coefficient()
         if cfg.epochs * cfg.minibatches == 1 and behaviour is None:
-            loss = self._step(tokens, weights, cfg.entropy_coef, cfg.kl_coef, ref)
+            loss = self._step(tokens, weights, entropy_coef, cfg.kl_coef, ref, ent_mask)
         else:
-            loss = self._ppo_steps(tokens, weights, behaviour, ref)
+            loss = self._ppo_steps(tokens, weights, behaviour, ref, entropy_coef, ent_mask)
         s = batch.summary()
         self.update += 1
+        extra = {}
+        if ent_mask is not None and behaviour is not None and bool(ent_mask.any()):
+            # -log pi of the sampled decision tokens: an estimate of the collecting policy's
+            # entropy where the reference hesitated (the moves), which the bonus holds up
+            extra["decision_entropy"] = round(-float(behaviour[ent_mask].mean()), 4)
         return {
+            **extra,
             "update": self.update,
             "episodes": self.update * cfg.episodes_per_update,
             "success": s["success_rate"],
@@ -605,24 +646,53 @@ class Trainer:
         if cfg.warmup_updates:
             factor = min(1.0, (self.update + 1) / cfg.warmup_updates)
         if cfg.lr_schedule == "cosine":
-            if cfg.time_budget_s is not None:
-                progress = self.elapsed / cfg.time_budget_s
-            else:
-                progress = self.update / max(1, cfg.updates or 1)
-            factor *= 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+            factor *= 0.5 * (1.0 + math.cos(math.pi * self._progress()))
         return cfg.lr * factor
 
-    def _collect_scored(self, episodes: int) -> tuple[Batch, list[TokenizedEpisode], Any, Any]:
+    def _progress(self) -> float:
+        """The share of the run done: of the time budget, or of ``updates`` without one."""
+        cfg = self.config
+        if cfg.time_budget_s is not None:
+            return min(1.0, self.elapsed / cfg.time_budget_s)
+        return min(1.0, self.update / max(1, cfg.updates or 1))
+
+    def entropy_coefficient(self) -> float:
+        """The entropy bonus of the next update: ``entropy_coef``, times ``1 - progress`` with
+        ``entropy_schedule="linear"`` (progress as in :meth:`learning_rate`)."""
+        cfg = self.config
+        if cfg.entropy_schedule == "linear":
+            return cfg.entropy_coef * (1.0 - self._progress())
+        return cfg.entropy_coef
+
+    @property
+    def _uses_reference(self) -> bool:
+        cfg = self.config
+        return bool(cfg.kl_coef) or (bool(cfg.entropy_coef) and cfg.entropy_ref_min is not None)
+
+    def _collect_scored(self, episodes: int) -> tuple[Batch, list[TokenizedEpisode], Any, Any, Any]:
         """Collect with the rollout policy and score the batch's tokens with it: the batch, its
-        tokens, the collecting policy's log-probs of the action tokens (``overlap``), and the
-        reference policy's (``kl_coef``; else ``None``)."""
+        tokens, the collecting policy's log-probs of the action tokens (``overlap``), and what
+        :meth:`_reference_scores` gives."""
         batch = self.collector.collect(episodes)
         tokens = [self.rollout_policy.tokenize(e) for e in batch.episodes]
         logp = self._recorded_log_probs(batch, tokens)
         if logp is None:
             logp = self._score(self.rollout_policy.model, tokens)
-        ref = self._score(self._reference(), tokens) if self.config.kl_coef else None
-        return batch, tokens, logp, ref
+        ref, ent_mask = self._reference_scores(tokens)
+        return batch, tokens, logp, ref, ent_mask
+
+    def _reference_scores(self, tokens: Sequence[TokenizedEpisode]) -> tuple[Any, Any]:
+        """The reference policy's log-probs of the action tokens (``kl_coef``; else ``None``)
+        and the bool mask of the action tokens where its entropy is at least
+        ``entropy_ref_min`` nats, the tokens the entropy bonus applies to (else ``None``)."""
+        cfg = self.config
+        if not self._uses_reference:
+            return None, None
+        if not (cfg.entropy_coef and cfg.entropy_ref_min is not None):
+            return self._score(self._reference(), tokens), None
+        logp, ent, mask = self._score_with_entropy(self._reference(), tokens)
+        ent_mask = mask & (ent >= cfg.entropy_ref_min)
+        return (logp if cfg.kl_coef else None), ent_mask
 
     def _recorded_log_probs(self, batch: Batch, tokens: Sequence[TokenizedEpisode]) -> Any:
         """The rollout policy's log-probs of the batch's action tokens as it recorded them while
@@ -643,8 +713,9 @@ class Trainer:
             out[i, pos[keep] - 1] = np.asarray(rec, dtype=np.float32)[keep]
         return torch.from_numpy(out).to(self.device)
 
-    def _score(self, model: Any, tokens: Sequence[TokenizedEpisode]) -> Any:
-        """``model``'s log-probs of the action tokens of the padded batch (0 elsewhere)."""
+    def _action_batch(self, tokens: Sequence[TokenizedEpisode]) -> tuple[Any, Any]:
+        """The padded id tensor of ``tokens`` and the bool mask of its action tokens (as
+        targets: ``(batch, length - 1)``)."""
         import torch
 
         masks = [t.action_mask.astype(np.float64) for t in tokens]
@@ -652,12 +723,30 @@ class Trainer:
             tokens, masks, pad_id=self.codec.pad_id, max_length=self.max_length
         )
         ids = torch.from_numpy(ids_np).to(self.device)
-        mask = torch.from_numpy(m_np[:, 1:] != 0).to(self.device)
+        return ids, torch.from_numpy(m_np[:, 1:] != 0).to(self.device)
+
+    def _score(self, model: Any, tokens: Sequence[TokenizedEpisode]) -> Any:
+        """``model``'s log-probs of the action tokens of the padded batch (0 elsewhere)."""
+        import torch
+
+        ids, mask = self._action_batch(tokens)
         with torch.no_grad():
             return token_log_probs(model, ids, mask, self.vocab_limit)
 
+    def _score_with_entropy(
+        self, model: Any, tokens: Sequence[TokenizedEpisode]
+    ) -> tuple[Any, Any, Any]:
+        """As :meth:`_score`, with ``model``'s entropy at the same tokens and the action mask."""
+        import torch
+
+        ids, mask = self._action_batch(tokens)
+        with torch.no_grad():
+            logp, ent = token_log_probs_and_entropy(model, ids, mask, self.vocab_limit)
+        return logp, ent, mask
+
     def _reference(self) -> Any:
-        """The reference model of ``kl_coef`` (a frozen copy of the weights RL started from)."""
+        """The reference model of ``kl_coef`` and ``entropy_ref_min`` (a frozen copy of the
+        weights RL started from)."""
         if self.ref_model is None:
             self.ref_model = copy.deepcopy(self.model).eval()
             for p in self.ref_model.parameters():
@@ -703,10 +792,13 @@ class Trainer:
         weights: Sequence[np.ndarray],
         behaviour: Any = None,
         ref: Any = None,
+        entropy_coef: float | None = None,
+        entropy_mask: Any = None,
     ) -> float:
         """``epochs`` passes of ``minibatches`` clipped-surrogate steps over one batch, against
         ``behaviour`` (the collecting policy's log-probs) or the current policy's; ``ref``: the
-        reference policy's log-probs (``kl_coef``)."""
+        reference policy's log-probs (``kl_coef``); ``entropy_coef`` (default the config's) and
+        ``entropy_mask``: the entropy bonus and its tokens."""
         import torch
 
         cfg = self.config
@@ -722,6 +814,8 @@ class Trainer:
             self.model.eval()
             with torch.no_grad():
                 old = token_log_probs(self.model, ids, w[:, 1:] != 0, self.vocab_limit)
+        ent_coef = cfg.entropy_coef if entropy_coef is None else entropy_coef
+        ent_mask = entropy_mask if ent_coef else None
         acts = None
         if cfg.kl_coef:
             acts = _action_positions(tokens, self.codec.pad_id, self.max_length, self.device)
@@ -747,11 +841,12 @@ class Trainer:
                         clip_eps=cfg.clip_eps,
                         dual_clip=cfg.dual_clip,
                         vocab_limit=self.vocab_limit,
-                        entropy_coef=cfg.entropy_coef,
+                        entropy_coef=ent_coef,
                         kl_coef=cfg.kl_coef,
                         ref_logp=None if ref is None else ref[sel, : n - 1],
                         action_mask=None if acts is None else acts[sel, : n - 1],
                         counts=counts,
+                        entropy_mask=None if ent_mask is None else ent_mask[sel, : n - 1],
                     )
                     loss.backward()
                     total += float(loss.item())
