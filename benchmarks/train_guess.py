@@ -99,6 +99,9 @@ def main() -> None:
     )
     ap.add_argument("--entropy-schedule", default="constant", choices=["constant", "linear"])
     ap.add_argument(
+        "--entropy-decay-until", type=float, default=1.0, help="share of the run (linear)"
+    )
+    ap.add_argument(
         "--kl-coef", type=float, default=0.0, help="KL penalty toward the warm start (default 0)"
     )
     ap.add_argument(
@@ -213,6 +216,7 @@ def main() -> None:
                     "entropy_coef": args.entropy_coef,
                     "entropy_ref_min": args.entropy_ref_min,
                     "entropy_schedule": args.entropy_schedule,
+                    "entropy_decay_until": args.entropy_decay_until,
                     "kl_coef": args.kl_coef,
                     "temperature": args.temperature,
                     "min_p": args.min_p,

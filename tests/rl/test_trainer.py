@@ -613,6 +613,7 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--temperature", "1.3", "--min-p", "0.01", "--eval-temperature", "1.0"]
     argv += ["--n-head", "2", "--n-positions", "300"]
     argv += ["--entropy-ref-min", "0.5", "--entropy-schedule", "linear"]
+    argv += ["--entropy-decay-until", "0.5"]
     assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["n_head"] == 2 and saved["n_positions"] == 300
@@ -621,6 +622,7 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert saved["temperature"] == 1.3 and saved["min_p"] == 0.01
     assert saved["eval_temperature"] == 1.0
     assert saved["entropy_ref_min"] == 0.5 and saved["entropy_schedule"] == "linear"
+    assert saved["entropy_decay_until"] == 0.5
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
@@ -1143,6 +1145,12 @@ def test_entropy_schedule_and_errors(tmp_path: Path) -> None:
     )
     timed.elapsed = 75.0
     assert timed.entropy_coefficient() == pytest.approx(0.05)
+    timed.config.entropy_decay_until = 0.5  # 0 from half-way on
+    assert timed.entropy_coefficient() == 0.0
+    timed.elapsed = 25.0
+    assert timed.entropy_coefficient() == pytest.approx(0.1)
+    with pytest.raises(ConfigError, match=r"entropy_decay_until must be in \(0, 1\]"):
+        TrainConfig(updates=1, entropy_decay_until=0.0).validate()
     with pytest.raises(ConfigError, match="entropy_ref_min must be >= 0"):
         TrainConfig(updates=1, entropy_ref_min=-1.0).validate()
     with pytest.raises(ConfigError, match="'constant' or 'linear'"):

@@ -86,6 +86,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="linear: the entropy bonus decays to 0 over the run (default constant)",
     )
     p.add_argument(
+        "--entropy-decay-until",
+        type=float,
+        default=1.0,
+        help="with --entropy-schedule linear: the share of the run where the bonus reaches 0 "
+        "(default 1: the end)",
+    )
+    p.add_argument(
         "--kl-coef",
         type=float,
         default=0.0,
@@ -185,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         entropy_coef=args.entropy_coef,
         entropy_ref_min=args.entropy_ref_min,
         entropy_schedule=args.entropy_schedule,
+        entropy_decay_until=args.entropy_decay_until,
         kl_coef=args.kl_coef,
         temperature=args.temperature,
         min_p=args.min_p,

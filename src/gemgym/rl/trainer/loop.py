@@ -127,6 +127,7 @@ class TrainConfig:
     entropy_coef: float = 0.0
     entropy_ref_min: float | None = None
     entropy_schedule: str = "constant"
+    entropy_decay_until: float = 1.0
     kl_coef: float = 0.0
     updates: int | None = None
     time_budget_s: float | None = None
@@ -183,6 +184,10 @@ class TrainConfig:
             raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.entropy_ref_min is not None and self.entropy_ref_min < 0:
             raise ConfigError(f"entropy_ref_min must be >= 0 (or None), got {self.entropy_ref_min}")
+        if not 0.0 < self.entropy_decay_until <= 1.0:
+            raise ConfigError(
+                f"entropy_decay_until must be in (0, 1], got {self.entropy_decay_until}"
+            )
         if self.entropy_schedule not in ("constant", "linear"):
             raise ConfigError(
                 f"entropy_schedule must be 'constant' or 'linear', got {self.entropy_schedule!r}"
@@ -657,11 +662,12 @@ class Trainer:
         return min(1.0, self.update / max(1, cfg.updates or 1))
 
     def entropy_coefficient(self) -> float:
-        """The entropy bonus of the next update: ``entropy_coef``, times ``1 - progress`` with
-        ``entropy_schedule="linear"`` (progress as in :meth:`learning_rate`)."""
+        """The entropy bonus of the next update: ``entropy_coef``, times
+        ``1 - progress / entropy_decay_until`` (at least 0) with ``entropy_schedule="linear"``
+        (progress as in :meth:`learning_rate`): 0 from that share of the run on."""
         cfg = self.config
         if cfg.entropy_schedule == "linear":
-            return cfg.entropy_coef * (1.0 - self._progress())
+            return cfg.entropy_coef * max(0.0, 1.0 - self._progress() / cfg.entropy_decay_until)
         return cfg.entropy_coef
 
     @property
