@@ -29,6 +29,13 @@ gradient is that of ``KL(pi_ref || pi)``: it pushes mass back onto actions the w
 considered, which keeps a policy exploring where an entropy bonus would also spread the format
 tokens the warm start already fixed.
 
+``entropy_coef = c`` subtracts ``c`` times the policy's entropy over the action tokens from
+the loss. With ``entropy_ref_min = h`` it counts only the action tokens where the reference
+policy (the same frozen starting weights) has an entropy of at least ``h`` nats: the choices the
+warm start left open (a game's moves), not the format tokens it already fixed, which a bonus on
+every token pulls toward the uniform. ``entropy_schedule="linear"`` decays ``c`` to 0 at the
+``entropy_decay_until`` share of the run.
+
 ``temperature = T`` samples the training batches from the policy's logits divided by ``T``
 (``T > 1`` explores more, mostly where the policy still hesitates: tokens it is sure of, such as
 the format's, barely move) and learns from them as from its own samples: the recorded
