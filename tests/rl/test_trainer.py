@@ -1153,5 +1153,7 @@ def test_entropy_schedule_and_errors(tmp_path: Path) -> None:
         TrainConfig(updates=1, entropy_decay_until=0.0).validate()
     with pytest.raises(ConfigError, match="entropy_ref_min must be >= 0"):
         TrainConfig(updates=1, entropy_ref_min=-1.0).validate()
+    with pytest.raises(ConfigError, match=r"give entropy_coef > 0 \(--entropy-coef\) too"):
+        TrainConfig(updates=1, entropy_ref_min=0.3).validate()  # it would do nothing
     with pytest.raises(ConfigError, match="'constant' or 'linear'"):
         TrainConfig(updates=1, entropy_schedule="cosine").validate()

@@ -191,6 +191,11 @@ class TrainConfig:
             raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.entropy_ref_min is not None and self.entropy_ref_min < 0:
             raise ConfigError(f"entropy_ref_min must be >= 0 (or None), got {self.entropy_ref_min}")
+        if self.entropy_ref_min is not None and not self.entropy_coef:
+            raise ConfigError(
+                "entropy_ref_min picks the tokens of the entropy bonus: give entropy_coef > 0 "
+                "(--entropy-coef) too"
+            )
         if not 0.0 < self.entropy_decay_until <= 1.0:
             raise ConfigError(
                 f"entropy_decay_until must be in (0, 1], got {self.entropy_decay_until}"
@@ -679,8 +684,8 @@ class Trainer:
 
     @property
     def _uses_reference(self) -> bool:
-        cfg = self.config
-        return bool(cfg.kl_coef) or (bool(cfg.entropy_coef) and cfg.entropy_ref_min is not None)
+        """Whether a frozen reference scores the batches (``kl_coef`` or ``entropy_ref_min``)."""
+        return bool(self.config.kl_coef) or self.config.entropy_ref_min is not None
 
     def _collect_scored(self, episodes: int) -> tuple[Batch, list[TokenizedEpisode], Any, Any, Any]:
         """Collect with the rollout policy and score the batch's tokens with it: the batch, its
@@ -701,7 +706,7 @@ class Trainer:
         cfg = self.config
         if not self._uses_reference:
             return None, None
-        if not (cfg.entropy_coef and cfg.entropy_ref_min is not None):
+        if cfg.entropy_ref_min is None:
             return self._score(self._reference(), tokens), None
         logp, ent, mask = self._score_with_entropy(self._reference(), tokens)
         ent_mask = mask & (ent >= cfg.entropy_ref_min)
