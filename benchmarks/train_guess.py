@@ -97,6 +97,9 @@ def main() -> None:
         default=None,
         help="entropy bonus only where the warm start's entropy is >= this (nats)",
     )
+    ap.add_argument(
+        "--entropy-turns", type=int, default=None, help="entropy bonus only on the first K actions"
+    )
     ap.add_argument("--entropy-schedule", default="constant", choices=["constant", "linear"])
     ap.add_argument(
         "--entropy-decay-until", type=float, default=1.0, help="share of the run (linear)"
@@ -104,6 +107,7 @@ def main() -> None:
     ap.add_argument(
         "--kl-coef", type=float, default=0.0, help="KL penalty toward the warm start (default 0)"
     )
+    ap.add_argument("--kl-schedule", default="constant", choices=["constant", "linear"])
     ap.add_argument(
         "--temperature", type=float, default=1.0, help="training batches' sampling temperature"
     )
@@ -215,9 +219,11 @@ def main() -> None:
                     "warmup_updates": args.warmup_updates,
                     "entropy_coef": args.entropy_coef,
                     "entropy_ref_min": args.entropy_ref_min,
+                    "entropy_turns": args.entropy_turns,
                     "entropy_schedule": args.entropy_schedule,
                     "entropy_decay_until": args.entropy_decay_until,
                     "kl_coef": args.kl_coef,
+                    "kl_schedule": args.kl_schedule,
                     "temperature": args.temperature,
                     "min_p": args.min_p,
                     "eval_every": args.eval_every,

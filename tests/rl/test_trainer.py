@@ -613,7 +613,7 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--temperature", "1.3", "--min-p", "0.01", "--eval-temperature", "1.0"]
     argv += ["--n-head", "2", "--n-positions", "300"]
     argv += ["--entropy-ref-min", "0.5", "--entropy-schedule", "linear"]
-    argv += ["--entropy-decay-until", "0.5"]
+    argv += ["--entropy-decay-until", "0.5", "--entropy-turns", "3", "--kl-schedule", "linear"]
     assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["n_head"] == 2 and saved["n_positions"] == 300
@@ -622,7 +622,8 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert saved["temperature"] == 1.3 and saved["min_p"] == 0.01
     assert saved["eval_temperature"] == 1.0
     assert saved["entropy_ref_min"] == 0.5 and saved["entropy_schedule"] == "linear"
-    assert saved["entropy_decay_until"] == 0.5
+    assert saved["entropy_decay_until"] == 0.5 and saved["entropy_turns"] == 3
+    assert saved["kl_schedule"] == "linear"
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
@@ -1129,6 +1130,68 @@ def test_entropy_ref_min_masks_the_tokens_where_the_reference_hesitates(
         assert all(float(r["decision_entropy"]) > 0 for r in rows)
 
 
+@pytest.mark.parametrize("overlap", [False, True])
+def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) -> None:
+    from gemgym.rl.tokens import pad_batch
+
+    cfg = _overlap_config(tmp_path, overlap=overlap, entropy_coef=0.05, entropy_turns=1, updates=2)
+    trainer = Trainer(cfg)
+    trainer._sync_rollout_policy()
+    _, _, _, ref, _ = trainer._collect_scored(4)
+    assert ref is None and trainer.ref_model is None  # the turns need no reference
+    # the random agent's episodes: the untrained model's often end at its first (malformed) move
+    tokens = [trainer.policy.tokenize(e) for e in _episodes("random", 8)]
+    assert max(t.num_turns for t in tokens) > 2  # some episodes have later turns to leave out
+    ent_mask = trainer._reference_scores(tokens)[1]
+
+    def targets(keep: list[np.ndarray]) -> torch.Tensor:
+        m = pad_batch(tokens, [k.astype(np.float64) for k in keep], pad_id=trainer.codec.pad_id)
+        return torch.from_numpy(m[2][:, 1:] != 0)
+
+    first = targets([t.turn_index == 0 for t in tokens])
+    assert torch.equal(ent_mask, first)
+    assert 0 < int(first.sum()) < int(targets([t.action_mask for t in tokens]).sum())
+    # with entropy_ref_min too: both conditions (a threshold of 0 nats keeps every action)
+    trainer.config.entropy_ref_min = 0.0
+    trainer.config.entropy_turns = 2
+    assert torch.equal(
+        trainer._reference_scores(tokens)[1],
+        targets([(t.turn_index >= 0) & (t.turn_index < 2) for t in tokens]),
+    )
+    trainer.config.entropy_ref_min = 1e9  # no token hesitates that much: none, whatever the turn
+    assert not bool(trainer._reference_scores(tokens)[1].any())
+    trainer.config.entropy_ref_min = None
+    trainer.run()  # the restricted bonus reaches the loss in both modes
+    assert trainer.update == 2
+    with pytest.raises(ConfigError, match="entropy_turns must be >= 1"):
+        TrainConfig(updates=1, entropy_coef=0.1, entropy_turns=0).validate()
+    with pytest.raises(ConfigError, match=r"give entropy_coef > 0 \(--entropy-coef\) too"):
+        TrainConfig(updates=1, entropy_turns=2).validate()
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_kl_schedule_decays_the_coefficient_the_loss_gets(tmp_path: Path, overlap: bool) -> None:
+    trainer = Trainer(
+        _overlap_config(tmp_path, overlap=overlap, kl_coef=0.2, kl_schedule="linear", updates=4)
+    )
+    seen: list[float] = []
+    step, ppo = trainer._step, trainer._ppo_steps
+
+    def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, *rest):  # type: ignore[no-untyped-def]
+        seen.append(kl_coef)
+        return step(tokens, weights, entropy_coef, kl_coef, *rest)
+
+    def spy_ppo(*args, **kw):  # type: ignore[no-untyped-def]
+        seen.append(args[6] if len(args) > 6 else kw["kl_coef"])
+        return ppo(*args, **kw)
+
+    trainer._step, trainer._ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
+    trainer.run()
+    assert seen == pytest.approx([0.2, 0.15, 0.1, 0.05])  # 0.2 * (1 - update / 4)
+    trainer.config.kl_schedule = "constant"
+    assert trainer.kl_coefficient() == pytest.approx(0.2)
+
+
 def test_entropy_schedule_and_errors(tmp_path: Path) -> None:
     trainer = Trainer(
         _overlap_config(tmp_path, entropy_coef=0.2, entropy_schedule="linear", updates=4)
@@ -1157,3 +1220,5 @@ def test_entropy_schedule_and_errors(tmp_path: Path) -> None:
         TrainConfig(updates=1, entropy_ref_min=0.3).validate()  # it would do nothing
     with pytest.raises(ConfigError, match="'constant' or 'linear'"):
         TrainConfig(updates=1, entropy_schedule="cosine").validate()
+    with pytest.raises(ConfigError, match="kl_schedule must be 'constant' or 'linear'"):
+        TrainConfig(updates=1, kl_schedule="cosine").validate()

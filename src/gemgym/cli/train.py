@@ -80,6 +80,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "is at least this many nats (the moves, not the format they already fixed)",
     )
     p.add_argument(
+        "--entropy-turns",
+        type=int,
+        default=None,
+        help="apply the entropy bonus only to the first K actions of each episode (the later "
+        "turns' moves settle while the earlier ones explore)",
+    )
+    p.add_argument(
         "--entropy-schedule",
         default="constant",
         choices=["constant", "linear"],
@@ -97,6 +104,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         help="KL penalty toward the weights RL starts from (GRPO's k3; default 0: none)",
+    )
+    p.add_argument(
+        "--kl-schedule",
+        default="constant",
+        choices=["constant", "linear"],
+        help="linear: the KL coefficient decays to 0 over the run (default constant)",
     )
     p.add_argument(
         "--temperature",
@@ -191,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
         dual_clip=args.dual_clip or None,
         entropy_coef=args.entropy_coef,
         entropy_ref_min=args.entropy_ref_min,
+        entropy_turns=args.entropy_turns,
+        kl_schedule=args.kl_schedule,
         entropy_schedule=args.entropy_schedule,
         entropy_decay_until=args.entropy_decay_until,
         kl_coef=args.kl_coef,

@@ -27,13 +27,18 @@ with the estimator of GRPO (Shao et al., 2024),
 ``k3 = pi_ref / pi - log(pi_ref / pi) - 1`` (always >= 0), averaged over the action tokens. Its
 gradient is that of ``KL(pi_ref || pi)``: it pushes mass back onto actions the warm start
 considered, which keeps a policy exploring where an entropy bonus would also spread the format
-tokens the warm start already fixed.
+tokens the warm start already fixed. Unlike the entropy bonus, whose pull on a move vanishes with
+the move's probability, the KL's pull on a move stays near ``beta`` times the reference's
+probability of it, so a move the policy gave up is still tried now and then.
+``kl_schedule="linear"`` decays ``beta`` to 0 over the run, so that the policy can settle.
 
 ``entropy_coef = c`` subtracts ``c`` times the policy's entropy over the action tokens from
 the loss. With ``entropy_ref_min = h`` it counts only the action tokens where the reference
 policy (the same frozen starting weights) has an entropy of at least ``h`` nats: the choices the
 warm start left open (a game's moves), not the format tokens it already fixed, which a bonus on
-every token pulls toward the uniform. ``entropy_schedule="linear"`` decays ``c`` to 0 at the
+every token pulls toward the uniform. With ``entropy_turns = k`` it counts only the tokens of
+each episode's first ``k`` actions, so that the moves of the later turns can settle while the
+earlier ones still explore. ``entropy_schedule="linear"`` decays ``c`` to 0 at the
 ``entropy_decay_until`` share of the run.
 
 ``temperature = T`` samples the training batches from the policy's logits divided by ``T``
@@ -133,9 +138,11 @@ class TrainConfig:
     dual_clip: float | None = 3.0
     entropy_coef: float = 0.0
     entropy_ref_min: float | None = None
+    entropy_turns: int | None = None
     entropy_schedule: str = "constant"
     entropy_decay_until: float = 1.0
     kl_coef: float = 0.0
+    kl_schedule: str = "constant"
     updates: int | None = None
     time_budget_s: float | None = None
     sft_path: str | None = None
@@ -196,6 +203,13 @@ class TrainConfig:
                 "entropy_ref_min picks the tokens of the entropy bonus: give entropy_coef > 0 "
                 "(--entropy-coef) too"
             )
+        if self.entropy_turns is not None and self.entropy_turns < 1:
+            raise ConfigError(f"entropy_turns must be >= 1 (or None), got {self.entropy_turns}")
+        if self.entropy_turns is not None and not self.entropy_coef:
+            raise ConfigError(
+                "entropy_turns picks the turns of the entropy bonus: give entropy_coef > 0 "
+                "(--entropy-coef) too"
+            )
         if not 0.0 < self.entropy_decay_until <= 1.0:
             raise ConfigError(
                 f"entropy_decay_until must be in (0, 1], got {self.entropy_decay_until}"
@@ -206,6 +220,10 @@ class TrainConfig:
             )
         if self.kl_coef < 0:
             raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        if self.kl_schedule not in ("constant", "linear"):
+            raise ConfigError(
+                f"kl_schedule must be 'constant' or 'linear', got {self.kl_schedule!r}"
+            )
         if not 0.0 <= self.min_p < 1.0:
             raise ConfigError(f"min_p must be in [0, 1), got {self.min_p}")
         for name in ("temperature", "eval_temperature"):
@@ -629,11 +647,11 @@ class Trainer:
                 group["lr"] = self.learning_rate()
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
         weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
-        entropy_coef = self.entropy_coefficient()
+        entropy_coef, kl_coef = self.entropy_coefficient(), self.kl_coefficient()
         if cfg.epochs * cfg.minibatches == 1 and behaviour is None:
-            loss = self._step(tokens, weights, entropy_coef, cfg.kl_coef, ref, ent_mask)
+            loss = self._step(tokens, weights, entropy_coef, kl_coef, ref, ent_mask)
         else:
-            loss = self._ppo_steps(tokens, weights, behaviour, ref, entropy_coef, ent_mask)
+            loss = self._ppo_steps(tokens, weights, behaviour, ref, entropy_coef, ent_mask, kl_coef)
         s = batch.summary()
         self.update += 1
         extra = {}
@@ -678,9 +696,18 @@ class Trainer:
         ``1 - progress / entropy_decay_until`` (at least 0) with ``entropy_schedule="linear"``
         (progress as in :meth:`learning_rate`): 0 from that share of the run on."""
         cfg = self.config
-        if cfg.entropy_schedule == "linear":
-            return cfg.entropy_coef * max(0.0, 1.0 - self._progress() / cfg.entropy_decay_until)
-        return cfg.entropy_coef
+        return self._scheduled(cfg.entropy_coef, cfg.entropy_schedule, cfg.entropy_decay_until)
+
+    def kl_coefficient(self) -> float:
+        """The KL coefficient of the next update: ``kl_coef``, times ``1 - progress`` with
+        ``kl_schedule="linear"`` (progress as in :meth:`learning_rate`)."""
+        return self._scheduled(self.config.kl_coef, self.config.kl_schedule, 1.0)
+
+    def _scheduled(self, coef: float, schedule: str, until: float) -> float:
+        """``coef``, or with the ``"linear"`` schedule ``coef * max(0, 1 - progress / until)``."""
+        if schedule == "linear":
+            return coef * max(0.0, 1.0 - self._progress() / until)
+        return coef
 
     @property
     def _uses_reference(self) -> bool:
@@ -701,16 +728,26 @@ class Trainer:
 
     def _reference_scores(self, tokens: Sequence[TokenizedEpisode]) -> tuple[Any, Any]:
         """The reference policy's log-probs of the action tokens (``kl_coef``; else ``None``)
-        and the bool mask of the action tokens where its entropy is at least
-        ``entropy_ref_min`` nats, the tokens the entropy bonus applies to (else ``None``)."""
+        and the bool mask of the action tokens the entropy bonus applies to (else ``None``):
+        those where the reference's entropy is at least ``entropy_ref_min`` nats, and those of
+        the first ``entropy_turns`` actions of each episode."""
         cfg = self.config
-        if not self._uses_reference:
-            return None, None
-        if cfg.entropy_ref_min is None:
-            return self._score(self._reference(), tokens), None
-        logp, ent, mask = self._score_with_entropy(self._reference(), tokens)
-        ent_mask = mask & (ent >= cfg.entropy_ref_min)
-        return (logp if cfg.kl_coef else None), ent_mask
+        ref_logp = ent_mask = None
+        if cfg.entropy_ref_min is not None:
+            logp, ent, mask = self._score_with_entropy(self._reference(), tokens)
+            ent_mask = mask & (ent >= cfg.entropy_ref_min)
+            ref_logp = logp if cfg.kl_coef else None
+        elif cfg.kl_coef:
+            ref_logp = self._score(self._reference(), tokens)
+        if cfg.entropy_turns is not None:
+            turns = self._turn_mask(tokens, cfg.entropy_turns)
+            ent_mask = turns if ent_mask is None else ent_mask & turns
+        return ref_logp, ent_mask
+
+    def _turn_mask(self, tokens: Sequence[TokenizedEpisode], k: int) -> Any:
+        """The bool mask (as targets: ``(batch, length - 1)``) of the tokens of each episode's
+        first ``k`` actions."""
+        return self._padded(tokens, [(t.turn_index >= 0) & (t.turn_index < k) for t in tokens])[1]
 
     def _recorded_log_probs(self, batch: Batch, tokens: Sequence[TokenizedEpisode]) -> Any:
         """The rollout policy's log-probs of the batch's action tokens as it recorded them while
@@ -734,11 +771,20 @@ class Trainer:
     def _action_batch(self, tokens: Sequence[TokenizedEpisode]) -> tuple[Any, Any]:
         """The padded id tensor of ``tokens`` and the bool mask of its action tokens (as
         targets: ``(batch, length - 1)``)."""
+        return self._padded(tokens, [t.action_mask for t in tokens])
+
+    def _padded(
+        self, tokens: Sequence[TokenizedEpisode], masks: Sequence[np.ndarray]
+    ) -> tuple[Any, Any]:
+        """The padded id tensor of ``tokens`` and ``masks`` (one bool array per episode)
+        padded alongside, as targets: a ``(batch, length - 1)`` bool tensor."""
         import torch
 
-        masks = [t.action_mask.astype(np.float64) for t in tokens]
         ids_np, _, m_np = pad_batch(
-            tokens, masks, pad_id=self.codec.pad_id, max_length=self.max_length
+            tokens,
+            [m.astype(np.float64) for m in masks],
+            pad_id=self.codec.pad_id,
+            max_length=self.max_length,
         )
         ids = torch.from_numpy(ids_np).to(self.device)
         return ids, torch.from_numpy(m_np[:, 1:] != 0).to(self.device)
@@ -812,11 +858,12 @@ class Trainer:
         ref: Any = None,
         entropy_coef: float | None = None,
         entropy_mask: Any = None,
+        kl_coef: float | None = None,
     ) -> float:
         """``epochs`` passes of ``minibatches`` clipped-surrogate steps over one batch, against
         ``behaviour`` (the collecting policy's log-probs) or the current policy's; ``ref``: the
-        reference policy's log-probs (``kl_coef``); ``entropy_coef`` (default the config's) and
-        ``entropy_mask``: the entropy bonus and its tokens."""
+        reference policy's log-probs (for ``kl_coef``, default the config's); ``entropy_coef``
+        (default the config's) and ``entropy_mask``: the entropy bonus and its tokens."""
         import torch
 
         cfg = self.config
@@ -834,8 +881,9 @@ class Trainer:
                 old = token_log_probs(self.model, ids, w[:, 1:] != 0, self.vocab_limit)
         ent_coef = cfg.entropy_coef if entropy_coef is None else entropy_coef
         ent_mask = entropy_mask if ent_coef else None
+        kl = cfg.kl_coef if kl_coef is None else kl_coef
         acts = None
-        if cfg.kl_coef:
+        if kl:
             acts = _action_positions(tokens, self.codec.pad_id, self.max_length, self.device)
         self.model.train()
         rng = np.random.default_rng([cfg.seed, self.update])
@@ -860,7 +908,7 @@ class Trainer:
                         dual_clip=cfg.dual_clip,
                         vocab_limit=self.vocab_limit,
                         entropy_coef=ent_coef,
-                        kl_coef=cfg.kl_coef,
+                        kl_coef=kl,
                         ref_logp=None if ref is None else ref[sel, : n - 1],
                         action_mask=None if acts is None else acts[sel, : n - 1],
                         counts=counts,
