@@ -1144,8 +1144,9 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
     assert max(t.num_turns for t in tokens) > 2  # some episodes have later turns to leave out
     ent_mask = trainer._reference_scores(tokens)[1]
 
-    def targets(keep: list[np.ndarray]) -> torch.Tensor:
-        m = pad_batch(tokens, [k.astype(np.float64) for k in keep], pad_id=trainer.codec.pad_id)
+    def targets(keep: list[np.ndarray], batch: list[Any] | None = None) -> torch.Tensor:
+        eps = tokens if batch is None else batch
+        m = pad_batch(eps, [k.astype(np.float64) for k in keep], pad_id=trainer.codec.pad_id)
         return torch.from_numpy(m[2][:, 1:] != 0)
 
     first = targets([t.turn_index == 0 for t in tokens])
@@ -1161,8 +1162,24 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
     trainer.config.entropy_ref_min = 1e9  # no token hesitates that much: none, whatever the turn
     assert not bool(trainer._reference_scores(tokens)[1].any())
     trainer.config.entropy_ref_min = None
-    trainer.run()  # the restricted bonus reaches the loss in both modes
-    assert trainer.update == 2
+    # a whole run: each loss step gets the mask of the first two actions of the batch it learns
+    learned: list[tuple[list[Any], torch.Tensor]] = []
+    step, ppo = trainer._step, trainer._ppo_steps
+
+    def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, ref=None, mask=None):  # type: ignore[no-untyped-def]
+        learned.append((tokens, mask))
+        return step(tokens, weights, entropy_coef, kl_coef, ref, mask)
+
+    def spy_ppo(tokens, *args, **kw):  # type: ignore[no-untyped-def]
+        learned.append((tokens, kw["entropy_mask"]))
+        return ppo(tokens, *args, **kw)
+
+    trainer._step, trainer._ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
+    trainer.run()
+    assert trainer.update == 2 and len(learned) == 2
+    for tokens, mask in learned:
+        first_two = [(t.turn_index >= 0) & (t.turn_index < 2) for t in tokens]
+        assert torch.equal(mask, targets(first_two, tokens))
     with pytest.raises(ConfigError, match="entropy_turns must be >= 1"):
         TrainConfig(updates=1, entropy_coef=0.1, entropy_turns=0).validate()
     with pytest.raises(ConfigError, match=r"give entropy_coef > 0 \(--entropy-coef\) too"):

@@ -28,8 +28,9 @@ with the estimator of GRPO (Shao et al., 2024),
 gradient is that of ``KL(pi_ref || pi)``: it pushes mass back onto actions the warm start
 considered, which keeps a policy exploring where an entropy bonus would also spread the format
 tokens the warm start already fixed. Unlike the entropy bonus, whose pull on a move vanishes with
-the move's probability, the KL's pull on a move stays near ``beta`` times the reference's
-probability of it, so a move the policy gave up is still tried now and then.
+the move's probability, the KL's expected pull on a move's logit is ``beta`` times
+``pi_ref - pi``, so it does not vanish when the policy has given the move up (at a small
+``beta`` it is weak, though: docs/rl.md).
 ``kl_schedule="linear"`` decays ``beta`` to 0 over the run, so that the policy can settle.
 
 ``entropy_coef = c`` subtracts ``c`` times the policy's entropy over the action tokens from
@@ -198,18 +199,14 @@ class TrainConfig:
             raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.entropy_ref_min is not None and self.entropy_ref_min < 0:
             raise ConfigError(f"entropy_ref_min must be >= 0 (or None), got {self.entropy_ref_min}")
-        if self.entropy_ref_min is not None and not self.entropy_coef:
-            raise ConfigError(
-                "entropy_ref_min picks the tokens of the entropy bonus: give entropy_coef > 0 "
-                "(--entropy-coef) too"
-            )
         if self.entropy_turns is not None and self.entropy_turns < 1:
             raise ConfigError(f"entropy_turns must be >= 1 (or None), got {self.entropy_turns}")
-        if self.entropy_turns is not None and not self.entropy_coef:
-            raise ConfigError(
-                "entropy_turns picks the turns of the entropy bonus: give entropy_coef > 0 "
-                "(--entropy-coef) too"
-            )
+        for name in ("entropy_ref_min", "entropy_turns"):
+            if getattr(self, name) is not None and not self.entropy_coef:
+                raise ConfigError(
+                    f"{name} restricts the entropy bonus to some tokens: give entropy_coef > 0 "
+                    "(--entropy-coef) too"
+                )
         if not 0.0 < self.entropy_decay_until <= 1.0:
             raise ConfigError(
                 f"entropy_decay_until must be in (0, 1], got {self.entropy_decay_until}"
@@ -317,11 +314,24 @@ def _action_positions(
 ) -> Any:
     """The ``(batch, length - 1)`` bool mask of the action tokens (as targets) of the batch that
     :func:`~gemgym.rl.pad_batch` pads with the same settings."""
+    masks = [e.action_mask for e in episodes]
+    return _padded_targets(episodes, masks, pad_id, max_length, device)[1]
+
+
+def _padded_targets(
+    episodes: Sequence[TokenizedEpisode],
+    masks: Sequence[np.ndarray],
+    pad_id: int,
+    max_length: int | None,
+    device: Any,
+) -> tuple[Any, Any]:
+    """The right-padded id tensor of ``episodes`` and ``masks`` (one bool array per episode)
+    padded alongside, as targets: a ``(batch, length - 1)`` bool tensor."""
     import torch
 
-    masks = [e.action_mask.astype(np.float64) for e in episodes]
-    padded = pad_batch(episodes, masks, pad_id=pad_id, max_length=max_length)[2]
-    return torch.from_numpy(padded[:, 1:] != 0).to(device)
+    weights = [m.astype(np.float64) for m in masks]
+    ids, _, padded = pad_batch(episodes, weights, pad_id=pad_id, max_length=max_length)
+    return torch.from_numpy(ids).to(device), torch.from_numpy(padded[:, 1:] != 0).to(device)
 
 
 def token_log_probs(model: Any, ids: Any, mask: Any = None, vocab_limit: int | None = None) -> Any:
@@ -651,7 +661,15 @@ class Trainer:
         if cfg.epochs * cfg.minibatches == 1 and behaviour is None:
             loss = self._step(tokens, weights, entropy_coef, kl_coef, ref, ent_mask)
         else:
-            loss = self._ppo_steps(tokens, weights, behaviour, ref, entropy_coef, ent_mask, kl_coef)
+            loss = self._ppo_steps(
+                tokens,
+                weights,
+                behaviour,
+                ref,
+                entropy_coef=entropy_coef,
+                entropy_mask=ent_mask,
+                kl_coef=kl_coef,
+            )
         s = batch.summary()
         self.update += 1
         extra = {}
@@ -776,18 +794,8 @@ class Trainer:
     def _padded(
         self, tokens: Sequence[TokenizedEpisode], masks: Sequence[np.ndarray]
     ) -> tuple[Any, Any]:
-        """The padded id tensor of ``tokens`` and ``masks`` (one bool array per episode)
-        padded alongside, as targets: a ``(batch, length - 1)`` bool tensor."""
-        import torch
-
-        ids_np, _, m_np = pad_batch(
-            tokens,
-            [m.astype(np.float64) for m in masks],
-            pad_id=self.codec.pad_id,
-            max_length=self.max_length,
-        )
-        ids = torch.from_numpy(ids_np).to(self.device)
-        return ids, torch.from_numpy(m_np[:, 1:] != 0).to(self.device)
+        """:func:`_padded_targets` with this trainer's padding, length and device."""
+        return _padded_targets(tokens, masks, self.codec.pad_id, self.max_length, self.device)
 
     def _score(self, model: Any, tokens: Sequence[TokenizedEpisode]) -> Any:
         """``model``'s log-probs of the action tokens of the padded batch (0 elsewhere)."""
