@@ -101,6 +101,42 @@ def test_tiny_gpt_cached_decoding_with_left_padding_matches_a_full_forward() -> 
             assert torch.allclose(step.logits[row, -1], ref, atol=1e-5)
 
 
+def test_tiny_gpt_decoding_into_a_kv_buffer_equals_the_concatenated_cache() -> None:
+    from gemgym.rl.trainer.tinygpt import KVBuffer, TinyGPT, TinyGPTConfig
+
+    torch.manual_seed(0)
+    m = TinyGPT(TinyGPTConfig(vocab_size=40, n_layer=2, n_embd=16, n_head=2, n_positions=32))
+    m.eval()
+    ids = torch.tensor([[3, 4, 5, 6], [0, 9, 10, 11]])
+    att = torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1]])
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        first = m(ids, attention_mask=att, position_ids=pos, use_cache=True)
+        plain: object = first.past_key_values
+        buf = KVBuffer(first.past_key_values, capacity=7)
+        assert buf.length == 4 and len(buf) == 2
+        nxt, p = torch.tensor([[12], [13]]), pos[:, -1:]
+        for step in range(3):
+            att = torch.cat([att, torch.ones(2, 1, dtype=att.dtype)], dim=1)
+            p = p + 1
+            a = m(nxt, attention_mask=att, position_ids=p, past_key_values=plain, use_cache=True)
+            b = m(nxt, attention_mask=att, position_ids=p, past_key_values=buf, use_cache=True)
+            assert b.past_key_values is buf and buf.length == 5 + step
+            assert torch.equal(a.logits, b.logits)
+            plain = a.past_key_values
+            for (k1, v1), (k2, v2) in zip(plain, buf, strict=True):  # type: ignore[call-overload]
+                assert torch.equal(k1, k2) and torch.equal(v1, v2)
+            nxt = a.logits[:, -1:].argmax(-1)
+        # full: a fourth token has no room, and says so instead of writing past the end
+        with pytest.raises(ValueError, match="7 positions"):
+            m(nxt, attention_mask=att, position_ids=p + 1, past_key_values=buf, use_cache=True)
+        wrapped = KVBuffer.wrap(buf.layers, 4)
+        assert wrapped.length == 4 and wrapped.capacity == 7
+        assert torch.equal(wrapped[0][0], buf.layers[0][0][:, :, :4])
+        with pytest.raises(ValueError, match="under the 8"):
+            KVBuffer.wrap(buf.layers, 8)
+
+
 @pytest.mark.parametrize("tokenizer", ["bytes", "words"])
 def test_masked_log_probs_equal_the_full_computation(tokenizer: str) -> None:
     from gemgym.rl.trainer.loop import token_log_probs

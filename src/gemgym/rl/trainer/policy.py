@@ -343,19 +343,25 @@ class LMPolicy:
             for i in fresh:
                 pasts[i], plen[i], new[i] = head_kv, split, contexts[i][split:]
         p = max(plen)
+        length = max(len(x) for x in new)
         past: Any = None
         if p:  # left-padded (b, heads, p, dim) keys and values per layer
+            # TinyGPT: with room for the prompt and the action, decoded into in place
+            room = length + self.max_new_tokens if tiny else 0
             past = []
             for layer in range(len(next(x for x in pasts if x is not None))):
                 k0, v0 = next(x for x in pasts if x is not None)[layer]
-                k = k0.new_zeros((b, k0.shape[0], p, k0.shape[2]))
-                v = v0.new_zeros((b, v0.shape[0], p, v0.shape[2]))
+                k = k0.new_zeros((b, k0.shape[0], p + room, k0.shape[2]))
+                v = v0.new_zeros((b, v0.shape[0], p + room, v0.shape[2]))
                 for i in range(b):
                     if plen[i]:
-                        k[i, :, p - plen[i] :] = pasts[i][layer][0]
-                        v[i, :, p - plen[i] :] = pasts[i][layer][1]
+                        k[i, :, p - plen[i] : p] = pasts[i][layer][0]
+                        v[i, :, p - plen[i] : p] = pasts[i][layer][1]
                 past.append((k, v))
-        length = max(len(x) for x in new)
+            if tiny:
+                from gemgym.rl.trainer.tinygpt import KVBuffer
+
+                past = KVBuffer.wrap(past, p)
         ids = torch.full((b, length), c.pad_id, dtype=torch.long)
         att = torch.zeros((b, p + length), dtype=torch.long)
         pos = torch.zeros((b, length), dtype=torch.long)
@@ -372,6 +378,13 @@ class LMPolicy:
             input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, **keep
         )
         past = out[cache_kw]
+        if tiny and not p:  # decode into buffers allocated once, not a concatenation per token
+            from gemgym.rl.trainer.tinygpt import KVBuffer
+
+            past = KVBuffer(past, att.shape[1] + self.max_new_tokens)
+        # the attention mask of every step to come: each sampled token is a real key
+        att = torch.cat([att, att.new_ones((b, self.max_new_tokens))], dim=1)
+        seen = p + length
         logits = out.logits[:, -1, :]
         next_pos = pos[:, -1:] + 1
         done = torch.zeros(b, dtype=torch.bool, device=dev)
@@ -402,10 +415,10 @@ class LMPolicy:
             done = done | (tok == c.eos_id)
             if bool(done.all()) or step == self.max_new_tokens - 1:
                 break
-            att = torch.cat([att, torch.ones((b, 1), dtype=att.dtype, device=dev)], dim=1)
+            seen += 1
             out = self.model(
                 input_ids=tok[:, None],
-                attention_mask=att,
+                attention_mask=att[:, :seen],
                 position_ids=next_pos,
                 use_cache=True,
                 **{cache_kw: past},
@@ -414,7 +427,7 @@ class LMPolicy:
             logits = out.logits[:, -1, :]
             next_pos = next_pos + 1
         if cache_turns:
-            self._keep(contexts, episodes, new, plen, gen, att, past)  # type: ignore[arg-type]
+            self._keep(contexts, episodes, new, plen, gen, att[:, :seen], past)  # type: ignore[arg-type]
         return gen, gen_lp
 
     def _check_length(self, longest: int) -> None:

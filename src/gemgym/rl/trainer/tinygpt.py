@@ -20,9 +20,72 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["TinyGPT", "TinyGPTConfig"]
+__all__ = ["KVBuffer", "TinyGPT", "TinyGPTConfig"]
 
 Cache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class KVBuffer:
+    """Every layer's keys and values in buffers allocated once, for decoding token by token.
+
+    Pass it as ``past_key_values``: each forward call writes its new keys and values in place
+    after the ones already held and attends to views of the buffers, where a plain cache
+    (a list of ``(keys, values)``) is concatenated into new tensors at every call, copying
+    the whole cache once per generated token. ``out.past_key_values`` is this same object,
+    advanced by the call's tokens. Iterating it gives each layer's ``(keys, values)`` held so
+    far, ``(batch, heads, length, head_dim)``, as a plain cache does.
+    """
+
+    def __init__(self, past: Cache, capacity: int) -> None:
+        """Buffers of ``capacity`` positions that begin with ``past`` (a plain cache)."""
+        self.length = int(past[0][0].shape[2])
+        if capacity < self.length:
+            raise ValueError(f"capacity {capacity} is under the {self.length} cached positions")
+        self.capacity = capacity
+        self.layers: Cache = []
+        for k, v in past:
+            kb = k.new_empty((k.shape[0], k.shape[1], capacity, k.shape[3]))
+            vb = v.new_empty((v.shape[0], v.shape[1], capacity, v.shape[3]))
+            kb[:, :, : self.length] = k
+            vb[:, :, : self.length] = v
+            self.layers.append((kb, vb))
+
+    @classmethod
+    def wrap(cls, buffers: Cache, length: int) -> KVBuffer:
+        """A buffer over ``buffers`` (per layer, ``(batch, heads, capacity, head_dim)`` keys and
+        values), whose first ``length`` positions are held; not copied."""
+        out = cls.__new__(cls)
+        out.length, out.layers = length, list(buffers)
+        out.capacity = int(buffers[0][0].shape[2])
+        if out.capacity < length:
+            raise ValueError(f"capacity {out.capacity} is under the {length} cached positions")
+        return out
+
+    def extend(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write ``layer``'s new keys and values after the held ones; the views of all of them
+        (the length advances once every layer has been written: :meth:`advance`)."""
+        n, t = self.length, k.shape[2]
+        if n + t > self.capacity:
+            raise ValueError(f"the buffer holds {self.capacity} positions, {n + t} were asked for")
+        kb, vb = self.layers[layer]
+        kb[:, :, n : n + t] = k
+        vb[:, :, n : n + t] = v
+        return kb[:, :, : n + t], vb[:, :, : n + t]
+
+    def advance(self, t: int) -> None:
+        self.length += t
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        kb, vb = self.layers[layer]
+        return kb[:, :, : self.length], vb[:, :, : self.length]
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(len(self.layers)))
 
 
 @dataclass
@@ -61,8 +124,10 @@ class _Block(nn.Module):
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None,
-        past: tuple[torch.Tensor, torch.Tensor] | None,
+        past: tuple[torch.Tensor, torch.Tensor] | tuple[KVBuffer, int] | None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """``past``: a layer's cached ``(keys, values)``, or ``(buffer, layer)`` to write the
+        new ones into a :class:`KVBuffer`."""
         b, t, c = x.shape
         h = self.n_head
         q, k, v = self.qkv(self.ln_1(x)).split(c, dim=2)
@@ -70,8 +135,11 @@ class _Block(nn.Module):
         k = k.view(b, t, h, c // h).transpose(1, 2)
         v = v.view(b, t, h, c // h).transpose(1, 2)
         if past is not None:
-            k = torch.cat([past[0], k], dim=2)
-            v = torch.cat([past[1], v], dim=2)
+            if isinstance(past[0], KVBuffer):
+                k, v = past[0].extend(int(past[1]), k, v)
+            else:
+                k = torch.cat([past[0], k], dim=2)
+                v = torch.cat([past[1], v], dim=2)
         if mask is None:  # training: right padding needs only the causal mask
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -96,10 +164,14 @@ class _Trunk(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        past_key_values: Cache | KVBuffer | None = None,
     ) -> _Out:
         b, t = input_ids.shape
-        past_len = 0 if not past_key_values else past_key_values[0][0].shape[2]
+        buffer = past_key_values if isinstance(past_key_values, KVBuffer) else None
+        if buffer is not None:
+            past_len = buffer.length
+        else:
+            past_len = 0 if not past_key_values else past_key_values[0][0].shape[2]
         if position_ids is None:
             position_ids = torch.arange(past_len, past_len + t, device=input_ids.device)[None, :]
         x = self.wte(input_ids) + self.wpe(position_ids)
@@ -116,8 +188,14 @@ class _Trunk(nn.Module):
             raise ValueError("decoding with a cache needs the attention_mask")
         cache: Cache = []
         for i, block in enumerate(self.h):
-            x, kv = block(x, mask, past_key_values[i] if past_key_values else None)
+            if buffer is not None:
+                x, kv = block(x, mask, (buffer, i))
+            else:
+                x, kv = block(x, mask, past_key_values[i] if past_key_values else None)
             cache.append(kv)
+        if buffer is not None:
+            buffer.advance(t)
+            return _Out(last_hidden_state=self.ln_f(x), past_key_values=buffer)
         return _Out(last_hidden_state=self.ln_f(x), past_key_values=cache)
 
     def forward_shared_prefix(self, input_ids: torch.Tensor, split: int) -> torch.Tensor:
@@ -179,7 +257,7 @@ class TinyGPT(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        past_key_values: Cache | KVBuffer | None = None,
         use_cache: bool = False,
         logits_to_keep: int = 0,
     ) -> _Out:
