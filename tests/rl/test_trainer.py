@@ -1223,6 +1223,60 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
 
 
 @pytest.mark.parametrize("overlap", [False, True])
+def test_the_reference_stops_scoring_once_its_coefficients_reach_0(
+    tmp_path: Path, overlap: bool
+) -> None:
+    kw: dict[str, object] = dict(
+        overlap=overlap,
+        entropy_coef=0.2,
+        entropy_ref_min=0.0,
+        entropy_schedule="linear",
+        entropy_decay_until=0.5,
+        updates=4,
+    )
+    trainer = Trainer(_overlap_config(tmp_path / "a", **kw))
+    tokens = [trainer.policy.tokenize(e) for e in _episodes("random", 4)]
+    scored: list[int] = []
+    score = trainer._score_with_entropy
+
+    def spy_score(model, toks):  # type: ignore[no-untyped-def]
+        scored.append(trainer.update)
+        return score(model, toks)
+
+    trainer._score_with_entropy = spy_score  # type: ignore[method-assign]
+    assert trainer._reference_scores(tokens)[1] is not None and scored == [0]
+    trainer.update = 2  # half-way: the bonus is 0 from here on, and the reference idle
+    assert trainer.entropy_coefficient() == 0.0
+    assert trainer._reference_scores(tokens) == (None, None) and scored == [0]
+    # the KL's reference log-probs likewise, at the end of its linear decay
+    trainer.config.kl_coef, trainer.config.kl_schedule = 0.1, "linear"
+    trainer.update = 3
+    assert trainer._reference_scores(tokens)[0] is not None
+    trainer.update = 4
+    assert trainer._reference_scores(tokens) == (None, None)
+    # a whole run: the loss steps of the second half get no mask (overlap: the batch of
+    # update 3 may have been scored just before half-way, while update 2 was learned)
+    fresh = Trainer(_overlap_config(tmp_path / "b", **kw))
+    masks: list[Any] = []
+    step, ppo = fresh._step, fresh._ppo_steps
+
+    def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, ref=None, mask=None):  # type: ignore[no-untyped-def]
+        masks.append(mask)
+        return step(tokens, weights, entropy_coef, kl_coef, ref, mask)
+
+    def spy_ppo(tokens, *args, **kw):  # type: ignore[no-untyped-def]
+        masks.append(kw["entropy_mask"])
+        return ppo(tokens, *args, **kw)
+
+    fresh._step, fresh._ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
+    fresh.run()
+    assert len(masks) == 4
+    assert masks[0] is not None and masks[1] is not None and masks[3] is None
+    if not overlap:
+        assert masks[2] is None
+
+
+@pytest.mark.parametrize("overlap", [False, True])
 def test_kl_schedule_decays_the_coefficient_the_loss_gets(tmp_path: Path, overlap: bool) -> None:
     trainer = Trainer(
         _overlap_config(tmp_path, overlap=overlap, kl_coef=0.2, kl_schedule="linear", updates=4)

@@ -748,14 +748,20 @@ class Trainer:
         """The reference policy's log-probs of the action tokens (``kl_coef``; else ``None``)
         and the bool mask of the action tokens the entropy bonus applies to (else ``None``):
         those where the reference's entropy is at least ``entropy_ref_min`` nats, and those of
-        the first ``entropy_turns`` actions of each episode."""
+        the first ``entropy_turns`` actions of each episode.
+
+        The reference does not score once a coefficient that needs it has been decayed to 0
+        (its schedule never raises it again): the log-probs are ``None`` when the KL
+        coefficient is 0, and so is the reference's part of the mask when the entropy
+        coefficient is."""
         cfg = self.config
         ref_logp = ent_mask = None
-        if cfg.entropy_ref_min is not None:
+        kl_on = self.kl_coefficient() > 0
+        if cfg.entropy_ref_min is not None and self.entropy_coefficient() > 0:
             logp, ent, mask = self._score_with_entropy(self._reference(), tokens)
             ent_mask = mask & (ent >= cfg.entropy_ref_min)
-            ref_logp = logp if cfg.kl_coef else None
-        elif cfg.kl_coef:
+            ref_logp = logp if kl_on else None
+        elif kl_on:
             ref_logp = self._score(self._reference(), tokens)
         if cfg.entropy_turns is not None:
             turns = self._turn_mask(tokens, cfg.entropy_turns)
