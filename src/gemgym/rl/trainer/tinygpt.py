@@ -13,6 +13,7 @@ Hugging Face model path still works through ``--model``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,7 @@ class KVBuffer:
         return kb[:, :, : n + t], vb[:, :, : n + t]
 
     def advance(self, t: int) -> None:
+        """Count the ``t`` positions every layer has just written as held."""
         self.length += t
 
     def __len__(self) -> int:
@@ -84,7 +86,7 @@ class KVBuffer:
         kb, vb = self.layers[layer]
         return kb[:, :, : self.length], vb[:, :, : self.length]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return (self[i] for i in range(len(self.layers)))
 
 
