@@ -313,9 +313,13 @@ class LMPolicy:
 
         For TinyGPT, a head that every fresh context shares (an env's rules text) is computed
         once and broadcast, and with ``episodes`` each episode's keys and values are kept for
-        its next turn, which then encodes only its new tokens (the last observation).
+        its next turn, which then encodes only its new tokens (the last observation). Its
+        decoding writes each token's keys and values into buffers allocated once per call
+        (:class:`~gemgym.rl.trainer.tinygpt.KVBuffer`), not into a concatenated copy.
         """
         import torch
+
+        from gemgym.rl.trainer.tinygpt import KVBuffer
 
         c = self.codec
         dev = self.device
@@ -359,8 +363,6 @@ class LMPolicy:
                         v[i, :, p - plen[i] : p] = pasts[i][layer][1]
                 past.append((k, v))
             if tiny:
-                from gemgym.rl.trainer.tinygpt import KVBuffer
-
                 past = KVBuffer.wrap(past, p)
         ids = torch.full((b, length), c.pad_id, dtype=torch.long)
         att = torch.zeros((b, p + length), dtype=torch.long)
@@ -379,8 +381,6 @@ class LMPolicy:
         )
         past = out[cache_kw]
         if tiny and not p:  # decode into buffers allocated once, not a concatenation per token
-            from gemgym.rl.trainer.tinygpt import KVBuffer
-
             past = KVBuffer(past, att.shape[1] + self.max_new_tokens)
         # the attention mask of every step to come: each sampled token is a real key
         att = torch.cat([att, att.new_ones((b, self.max_new_tokens))], dim=1)
