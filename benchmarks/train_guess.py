@@ -105,6 +105,15 @@ def main() -> None:
         "--entropy-decay-until", type=float, default=1.0, help="share of the run (linear)"
     )
     ap.add_argument(
+        "--entropy-target",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("START", "END"),
+        help="adapt the bonus so the moves' entropy (nats) follows START -> END over the run",
+    )
+    ap.add_argument("--entropy-target-lr", type=float, default=0.05)
+    ap.add_argument(
         "--kl-coef", type=float, default=0.0, help="KL penalty toward the warm start (default 0)"
     )
     ap.add_argument("--kl-schedule", default="constant", choices=["constant", "linear"])
@@ -222,6 +231,8 @@ def main() -> None:
                     "entropy_turns": args.entropy_turns,
                     "entropy_schedule": args.entropy_schedule,
                     "entropy_decay_until": args.entropy_decay_until,
+                    "entropy_target": tuple(args.entropy_target) if args.entropy_target else None,
+                    "entropy_target_lr": args.entropy_target_lr,
                     "kl_coef": args.kl_coef,
                     "kl_schedule": args.kl_schedule,
                     "temperature": args.temperature,

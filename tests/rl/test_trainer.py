@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -660,6 +661,14 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert saved["entropy_ref_min"] == 0.5 and saved["entropy_schedule"] == "linear"
     assert saved["entropy_decay_until"] == 0.5 and saved["entropy_turns"] == 3
     assert saved["kl_schedule"] == "linear"
+    target = tmp_path / "cli_target"
+    argv = ["train", ENV, "--out", str(target), "--updates", "1", "--episodes-per-update", "4"]
+    argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
+    argv += ["--entropy-coef", "0.1", "--entropy-turns", "2"]
+    argv += ["--entropy-target", "1.5", "0.25", "--entropy-target-lr", "0.2"]
+    assert main(argv) == 0
+    saved = json.loads((target / "final.json").read_text())["config"]
+    assert saved["entropy_target"] == [1.5, 0.25] and saved["entropy_target_lr"] == 0.2
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
@@ -1297,6 +1306,55 @@ def test_kl_schedule_decays_the_coefficient_the_loss_gets(tmp_path: Path, overla
     assert seen == pytest.approx([0.2, 0.15, 0.1, 0.05])  # 0.2 * (1 - update / 4)
     trainer.config.kl_schedule = "constant"
     assert trainer.kl_coefficient() == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_entropy_target_adapts_the_bonus_toward_the_line(tmp_path: Path, overlap: bool) -> None:
+    kw: dict[str, object] = dict(overlap=overlap, entropy_coef=0.1, entropy_ref_min=0.0)
+    # a target no policy can reach (the moves' entropy is under log 264 < 6 nats): up each update
+    high = Trainer(_overlap_config(tmp_path / "high", entropy_target=(50.0, 50.0), **kw))
+    high.run()
+    with open(tmp_path / "high" / "curves.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    coefs = [float(r["entropy_coef"]) for r in rows]
+    entropies = [float(r["decision_entropy"]) for r in rows]  # measured in both modes
+    assert len(coefs) == 3 and coefs[0] == pytest.approx(0.1)
+    assert coefs[1] > coefs[0] and coefs[2] > coefs[1]
+    # log c moved by lr * (target - H) after each update
+    assert math.log(coefs[1] / coefs[0]) == pytest.approx(0.05 * (50.0 - entropies[0]), abs=1e-3)
+    assert high.entropy_coefficient() == pytest.approx(1.0)  # the bound: exp(0)
+    # a target of 0 nats: the bonus falls, and never under 1e-3
+    low = Trainer(_overlap_config(tmp_path / "low", entropy_target=(0.0, 0.0), **kw))
+    assert low.entropy_coefficient() == pytest.approx(0.1)
+    assert low.adapt_entropy_coef(2.0) == pytest.approx(0.1 * math.exp(-0.1))
+    for _ in range(200):
+        low.adapt_entropy_coef(5.0)
+    assert low.entropy_coefficient() == pytest.approx(1e-3)
+    # the line: start + (end - start) * progress
+    line = Trainer(_overlap_config(tmp_path / "line", entropy_target=(2.0, 0.4), updates=4, **kw))
+    line.update = 1
+    assert line.entropy_target_now() == pytest.approx(1.6)
+    # kept across a resume: the checkpoint holds the adapted coefficient
+    high.save(tmp_path / "ckpt.pt")
+    again = Trainer(_overlap_config(tmp_path / "again", entropy_target=(50.0, 50.0), **kw))
+    assert again.entropy_coefficient() == pytest.approx(0.1)
+    again.load(tmp_path / "ckpt.pt")
+    assert again.entropy_coefficient() == pytest.approx(high.entropy_coefficient())
+    for bad, match in (
+        (dict(entropy_target=(1.0,)), "two entropies"),
+        (dict(entropy_target=(1.0, -0.5)), "two entropies"),
+        (dict(entropy_target=(1.0, 0.2), entropy_coef=0.0), "give entropy_coef > 0"),
+        (dict(entropy_target=(1.0, 0.2), entropy_ref_min=None), "--entropy-ref-min"),
+        (dict(entropy_target=(1.0, 0.2), entropy_schedule="linear"), "leave entropy_schedule"),
+        (dict(entropy_target_lr=0.0), "entropy_target_lr must be > 0"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            TrainConfig(
+                **{"updates": 1, "entropy_coef": 0.1, "entropy_ref_min": 0.0, **bad}
+            ).validate()  # type: ignore[arg-type]
+    listed = TrainConfig(updates=1, entropy_coef=0.1, entropy_turns=1, entropy_target=[1.0, 0.5])  # type: ignore[arg-type]
+    listed.validate()  # as a config read from JSON gives it
+    assert listed.entropy_target == (1.0, 0.5)
 
 
 def test_entropy_schedule_and_errors(tmp_path: Path) -> None:

@@ -100,6 +100,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default 1: the end)",
     )
     p.add_argument(
+        "--entropy-target",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("START", "END"),
+        help="adapt the entropy bonus after every update so that the entropy (nats) of the "
+        "tokens it applies to follows a line from START to END over the run; --entropy-coef "
+        "is its starting value",
+    )
+    p.add_argument(
+        "--entropy-target-lr",
+        type=float,
+        default=0.05,
+        help="with --entropy-target: how fast the bonus's log moves per nat off the line "
+        "(default 0.05)",
+    )
+    p.add_argument(
         "--kl-coef",
         type=float,
         default=0.0,
@@ -208,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
         kl_schedule=args.kl_schedule,
         entropy_schedule=args.entropy_schedule,
         entropy_decay_until=args.entropy_decay_until,
+        entropy_target=tuple(args.entropy_target) if args.entropy_target else None,
+        entropy_target_lr=args.entropy_target_lr,
         kl_coef=args.kl_coef,
         temperature=args.temperature,
         min_p=args.min_p,

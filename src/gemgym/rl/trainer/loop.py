@@ -40,7 +40,12 @@ warm start left open (a game's moves), not the format tokens it already fixed, w
 every token pulls toward the uniform. With ``entropy_turns = k`` it counts only the tokens of
 each episode's first ``k`` actions, so that the moves of the later turns can settle while the
 earlier ones still explore. ``entropy_schedule="linear"`` decays ``c`` to 0 at the
-``entropy_decay_until`` share of the run.
+``entropy_decay_until`` share of the run. ``entropy_target = (h0, h1)`` instead adapts ``c``
+after every update so that the policy's entropy on the masked tokens follows a line from
+``h0`` nats at the start to ``h1`` at the end: ``log c += entropy_target_lr * (target - H)``,
+where ``H`` is the batch's mean ``-log pi`` of its sampled masked tokens (an estimate of that
+entropy), and ``c`` stays within ``[1e-3, 1]``. Runs then explore along the same entropy path
+whatever their seed, where a fixed coefficient lets some collapse faster than others.
 
 ``temperature = T`` samples the training batches from the policy's logits divided by ``T``
 (``T > 1`` explores more, mostly where the policy still hesitates: tokens it is sure of, such as
@@ -105,7 +110,11 @@ CURVE_FIELDS = (
     "eval_success",
     "eval_mean_turns",
     "decision_entropy",
+    "entropy_coef",
 )
+
+ENTROPY_COEF_RANGE = (math.log(1e-3), 0.0)
+"""The natural-log bounds of the bonus coefficient that ``entropy_target`` adapts."""
 
 EVAL_SEED_BASE = 1_000_000_000
 """Evaluation episodes use seeds from here on; training seeds stay far below."""
@@ -142,6 +151,8 @@ class TrainConfig:
     entropy_turns: int | None = None
     entropy_schedule: str = "constant"
     entropy_decay_until: float = 1.0
+    entropy_target: tuple[float, float] | None = None
+    entropy_target_lr: float = 0.05
     kl_coef: float = 0.0
     kl_schedule: str = "constant"
     updates: int | None = None
@@ -207,6 +218,34 @@ class TrainConfig:
                     f"{name} restricts the entropy bonus to some tokens: give entropy_coef > 0 "
                     "(--entropy-coef) too"
                 )
+        if self.entropy_target is not None:
+            target = self.entropy_target
+            if (
+                not isinstance(target, (tuple, list))
+                or len(target) != 2
+                or not all(isinstance(h, (int, float)) and h >= 0 for h in target)
+            ):
+                raise ConfigError(
+                    "entropy_target must be two entropies >= 0 in nats, (start, end), got "
+                    f"{target!r}"
+                )
+            self.entropy_target = (float(target[0]), float(target[1]))
+            if not self.entropy_coef:
+                raise ConfigError(
+                    "entropy_target adapts the entropy bonus from its starting value: give "
+                    "entropy_coef > 0 (--entropy-coef) too"
+                )
+            if self.entropy_ref_min is None and self.entropy_turns is None:
+                raise ConfigError(
+                    "entropy_target needs the tokens whose entropy it follows: give "
+                    "entropy_ref_min (--entropy-ref-min) or entropy_turns (--entropy-turns)"
+                )
+            if self.entropy_schedule != "constant":
+                raise ConfigError(
+                    "entropy_target sets the bonus itself: leave entropy_schedule 'constant'"
+                )
+        if self.entropy_target_lr <= 0:
+            raise ConfigError(f"entropy_target_lr must be > 0, got {self.entropy_target_lr}")
         if not 0.0 < self.entropy_decay_until <= 1.0:
             raise ConfigError(
                 f"entropy_decay_until must be in (0, 1], got {self.entropy_decay_until}"
@@ -510,6 +549,8 @@ class Trainer:
         self.out_dir = Path(config.out_dir)
         self.update = 0
         self.elapsed = 0.0
+        # entropy_target: the log of the bonus coefficient, adapted after every update
+        self.log_entropy_coef = math.log(config.entropy_coef) if config.entropy_coef > 0 else 0.0
         self.sft_done = False
         self.rows: list[dict[str, Any]] = []
         # the policy that collects: the model itself, or (overlap) a copy that a background
@@ -672,11 +713,18 @@ class Trainer:
             )
         s = batch.summary()
         self.update += 1
-        extra = {}
-        if ent_mask is not None and behaviour is not None and bool(ent_mask.any()):
+        extra: dict[str, Any] = {}
+        if ent_mask is not None and bool(ent_mask.any()):
             # -log pi of the sampled decision tokens: an estimate of the collecting policy's
             # entropy where the reference hesitated (the moves), which the bonus holds up
-            extra["decision_entropy"] = round(-float(behaviour[ent_mask].mean()), 4)
+            if behaviour is None:  # as the policy recorded them while sampling
+                behaviour = self._recorded_log_probs(batch, tokens)
+            if behaviour is not None:
+                extra["decision_entropy"] = round(-float(behaviour[ent_mask].mean()), 4)
+        if cfg.entropy_coef:
+            extra["entropy_coef"] = round(entropy_coef, 5)
+        if cfg.entropy_target is not None and "decision_entropy" in extra:
+            self.adapt_entropy_coef(extra["decision_entropy"])
         return {
             **extra,
             "update": self.update,
@@ -712,9 +760,29 @@ class Trainer:
     def entropy_coefficient(self) -> float:
         """The entropy bonus of the next update: ``entropy_coef``, times
         ``1 - progress / entropy_decay_until`` (at least 0) with ``entropy_schedule="linear"``
-        (progress as in :meth:`learning_rate`): 0 from that share of the run on."""
+        (progress as in :meth:`learning_rate`): 0 from that share of the run on. With
+        ``entropy_target``, the coefficient :meth:`adapt_entropy_coef` has reached."""
         cfg = self.config
+        if cfg.entropy_target is not None:
+            return math.exp(self.log_entropy_coef)
         return self._scheduled(cfg.entropy_coef, cfg.entropy_schedule, cfg.entropy_decay_until)
+
+    def entropy_target_now(self) -> float:
+        """The entropy (nats) ``entropy_target`` asks for now: its start, moved linearly
+        toward its end with the run's progress (as in :meth:`learning_rate`)."""
+        start, end = self.config.entropy_target or (0.0, 0.0)
+        return start + (end - start) * self._progress()
+
+    def adapt_entropy_coef(self, entropy: float) -> float:
+        """Move the bonus coefficient toward holding the moves' entropy on the target line:
+        up when ``entropy`` (the batch's estimate, nats) is under :meth:`entropy_target_now`,
+        down when over, by ``exp(entropy_target_lr * (target - entropy))``, kept within
+        ``[1e-3, 1]``; returns the new coefficient."""
+        step = self.config.entropy_target_lr * (self.entropy_target_now() - entropy)
+        self.log_entropy_coef = min(
+            ENTROPY_COEF_RANGE[1], max(ENTROPY_COEF_RANGE[0], self.log_entropy_coef + step)
+        )
+        return math.exp(self.log_entropy_coef)
 
     def kl_coefficient(self) -> float:
         """The KL coefficient of the next update: ``kl_coef``, times ``1 - progress`` with
@@ -1051,6 +1119,7 @@ class Trainer:
                 "config": asdict(self.config),
                 "update": self.update,
                 "elapsed": self.elapsed,
+                "log_entropy_coef": self.log_entropy_coef,
                 "sft_done": self.sft_done,
                 "rows": self.rows,
                 "collector_group": group,
@@ -1097,6 +1166,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.update = int(state["update"])
         self.elapsed = float(state["elapsed"])
+        self.log_entropy_coef = float(state.get("log_entropy_coef", self.log_entropy_coef))
         self.sft_done = bool(state["sft_done"])
         self.rows = list(state["rows"])
         self.collector._next_group = int(state["collector_group"])
