@@ -114,7 +114,7 @@ def test_tiny_gpt_decoding_into_a_kv_buffer_equals_the_concatenated_cache() -> N
     with torch.no_grad():
         first = m(ids, attention_mask=att, position_ids=pos, use_cache=True)
         plain: object = first.past_key_values
-        buf = KVBuffer(first.past_key_values, capacity=7)
+        buf = KVBuffer.from_cache(first.past_key_values, capacity=7)
         assert buf.length == 4 and len(buf) == 2
         nxt, p = torch.tensor([[12], [13]]), pos[:, -1:]
         for step in range(3):
@@ -131,11 +131,11 @@ def test_tiny_gpt_decoding_into_a_kv_buffer_equals_the_concatenated_cache() -> N
         # full: a fourth token has no room, and says so instead of writing past the end
         with pytest.raises(ValueError, match="7 positions"):
             m(nxt, attention_mask=att, position_ids=p + 1, past_key_values=buf, use_cache=True)
-        wrapped = KVBuffer.wrap(buf.layers, 4)
+        wrapped = KVBuffer(buf.layers, 4)
         assert wrapped.length == 4 and wrapped.capacity == 7
         assert torch.equal(wrapped[0][0], buf.layers[0][0][:, :, :4])
         with pytest.raises(ValueError, match="under the 8"):
-            KVBuffer.wrap(buf.layers, 8)
+            KVBuffer(buf.layers, 8)
 
 
 @pytest.mark.parametrize("tokenizer", ["bytes", "words"])

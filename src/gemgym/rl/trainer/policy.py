@@ -363,7 +363,7 @@ class LMPolicy:
                         v[i, :, p - plen[i] : p] = pasts[i][layer][1]
                 past.append((k, v))
             if tiny:
-                past = KVBuffer.wrap(past, p)
+                past = KVBuffer(past, p)
         ids = torch.full((b, length), c.pad_id, dtype=torch.long)
         att = torch.zeros((b, p + length), dtype=torch.long)
         pos = torch.zeros((b, length), dtype=torch.long)
@@ -381,7 +381,7 @@ class LMPolicy:
         )
         past = out[cache_kw]
         if tiny and not p:  # decode into buffers allocated once, not a concatenation per token
-            past = KVBuffer(past, att.shape[1] + self.max_new_tokens)
+            past = KVBuffer.from_cache(past, att.shape[1] + self.max_new_tokens)
         # the attention mask of every step to come: each sampled token is a real key
         att = torch.cat([att, att.new_ones((b, self.max_new_tokens))], dim=1)
         seen = p + length

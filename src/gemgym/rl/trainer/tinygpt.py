@@ -37,29 +37,23 @@ class KVBuffer:
     far, ``(batch, heads, length, head_dim)``, as a plain cache does.
     """
 
-    def __init__(self, past: Cache, capacity: int) -> None:
-        """Buffers of ``capacity`` positions that begin with ``past`` (a plain cache)."""
-        self.length = int(past[0][0].shape[2])
-        if capacity < self.length:
-            raise ValueError(f"capacity {capacity} is under the {self.length} cached positions")
-        self.capacity = capacity
-        self.layers: Cache = []
-        for k, v in past:
-            kb = k.new_empty((k.shape[0], k.shape[1], capacity, k.shape[3]))
-            vb = v.new_empty((v.shape[0], v.shape[1], capacity, v.shape[3]))
-            kb[:, :, : self.length] = k
-            vb[:, :, : self.length] = v
-            self.layers.append((kb, vb))
+    def __init__(self, buffers: Cache, length: int) -> None:
+        """A buffer over ``buffers`` (per layer, ``(batch, heads, capacity, head_dim)`` keys and
+        values, not copied), whose first ``length`` positions are held."""
+        self.layers: Cache = list(buffers)
+        self.length = length
+        self.capacity = int(buffers[0][0].shape[2])
+        if self.capacity < length:
+            raise ValueError(f"capacity {self.capacity} is under the {length} cached positions")
 
     @classmethod
-    def wrap(cls, buffers: Cache, length: int) -> KVBuffer:
-        """A buffer over ``buffers`` (per layer, ``(batch, heads, capacity, head_dim)`` keys and
-        values), whose first ``length`` positions are held; not copied."""
-        out = cls.__new__(cls)
-        out.length, out.layers = length, list(buffers)
-        out.capacity = int(buffers[0][0].shape[2])
-        if out.capacity < length:
-            raise ValueError(f"capacity {out.capacity} is under the {length} cached positions")
+    def from_cache(cls, past: Cache, capacity: int) -> KVBuffer:
+        """Buffers of ``capacity`` positions that begin with ``past`` (a plain cache)."""
+        length = int(past[0][0].shape[2])
+        out = cls([(_room(k, capacity), _room(v, capacity)) for k, v in past], length)
+        for (kb, vb), (k, v) in zip(out.layers, past, strict=True):
+            kb[:, :, :length] = k
+            vb[:, :, :length] = v
         return out
 
     def extend(
@@ -88,6 +82,11 @@ class KVBuffer:
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         return (self[i] for i in range(len(self.layers)))
+
+
+def _room(x: torch.Tensor, capacity: int) -> torch.Tensor:
+    """An uninitialised ``(batch, heads, capacity, head_dim)`` tensor like ``x``."""
+    return x.new_empty((x.shape[0], x.shape[1], capacity, x.shape[3]))
 
 
 @dataclass
@@ -195,10 +194,10 @@ class _Trunk(nn.Module):
             else:
                 x, kv = block(x, mask, past_key_values[i] if past_key_values else None)
             cache.append(kv)
-        if buffer is not None:
-            buffer.advance(t)
-            return _Out(last_hidden_state=self.ln_f(x), past_key_values=buffer)
-        return _Out(last_hidden_state=self.ln_f(x), past_key_values=cache)
+        if buffer is None:
+            return _Out(last_hidden_state=self.ln_f(x), past_key_values=cache)
+        buffer.advance(t)
+        return _Out(last_hidden_state=self.ln_f(x), past_key_values=buffer)
 
     def forward_shared_prefix(self, input_ids: torch.Tensor, split: int) -> torch.Tensor:
         """The hidden states of positions ``split ..`` of a right-padded batch whose rows all
