@@ -117,6 +117,13 @@ def main() -> None:
         "--kl-coef", type=float, default=0.0, help="KL penalty toward the warm start (default 0)"
     )
     ap.add_argument("--kl-schedule", default="constant", choices=["constant", "linear"])
+    ap.add_argument("--kl-decay-until", type=float, default=1.0)
+    ap.add_argument(
+        "--kl-estimator",
+        default="k3",
+        choices=["k3", "exact"],
+        help="k3 (sampled tokens) or exact (whole vocabulary at every action token)",
+    )
     ap.add_argument(
         "--temperature", type=float, default=1.0, help="training batches' sampling temperature"
     )
@@ -235,6 +242,8 @@ def main() -> None:
                     "entropy_target_lr": args.entropy_target_lr,
                     "kl_coef": args.kl_coef,
                     "kl_schedule": args.kl_schedule,
+                    "kl_decay_until": args.kl_decay_until,
+                    "kl_estimator": args.kl_estimator,
                     "temperature": args.temperature,
                     "min_p": args.min_p,
                     "eval_every": args.eval_every,

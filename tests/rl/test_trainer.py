@@ -651,6 +651,7 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--n-head", "2", "--n-positions", "300"]
     argv += ["--entropy-ref-min", "0.5", "--entropy-schedule", "linear"]
     argv += ["--entropy-decay-until", "0.5", "--entropy-turns", "3", "--kl-schedule", "linear"]
+    argv += ["--kl-decay-until", "0.75", "--kl-estimator", "exact"]
     assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["n_head"] == 2 and saved["n_positions"] == 300
@@ -661,6 +662,7 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert saved["entropy_ref_min"] == 0.5 and saved["entropy_schedule"] == "linear"
     assert saved["entropy_decay_until"] == 0.5 and saved["entropy_turns"] == 3
     assert saved["kl_schedule"] == "linear"
+    assert saved["kl_decay_until"] == 0.75 and saved["kl_estimator"] == "exact"
     target = tmp_path / "cli_target"
     argv = ["train", ENV, "--out", str(target), "--updates", "1", "--episodes-per-update", "4"]
     argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
@@ -969,6 +971,118 @@ def test_kl_penalty_values_and_direction() -> None:
         policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu", kl_coef=0.1)
     with pytest.raises(ConfigError, match="kl_coef must be >= 0"):
         TrainConfig(updates=1, kl_coef=-1.0).validate()
+
+
+def test_exact_kl_is_the_kl_over_the_vocabulary_and_its_gradient_is_pi_minus_ref() -> None:
+    from gemgym.rl.trainer import exact_kl_penalty
+
+    z = torch.tensor([[2.0, 0.0, -1.0, -8.0], [0.5, 0.5, 0.0, 0.0]], requires_grad=True)
+    ref = torch.log_softmax(torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, -1.0]]), -1)
+    logp = torch.log_softmax(z, -1)
+    p, q = logp.detach().exp().numpy(), ref.exp().numpy()
+    expect = float(np.sum(q * (np.log(q) - np.log(p)))) / 2
+    loss = exact_kl_penalty(logp, ref)
+    assert float(loss.detach()) == pytest.approx(expect, rel=1e-5)
+    loss.backward()
+    assert z.grad is not None
+    # d/dz KL(ref || softmax z) = softmax z - ref, per row, divided by the rows counted
+    np.testing.assert_allclose(z.grad.numpy(), (p - q) / 2, atol=1e-6)
+    # the token the policy has all but given up (p = 1e-4) is pulled up by ~ its reference
+    # probability, 0.25, where k3's pull appears only on the steps that sample it
+    assert float(z.grad[0, 3]) == pytest.approx((p[0, 3] - 0.25) / 2, abs=1e-6)
+    assert float(exact_kl_penalty(ref, ref)) == pytest.approx(0.0, abs=1e-7)
+    assert float(exact_kl_penalty(logp.detach(), ref, count=4)) == pytest.approx(
+        expect / 2, rel=1e-5
+    )
+
+
+def test_exact_kl_in_the_losses_matches_a_direct_computation() -> None:
+    from gemgym.rl.trainer import ReferenceDistribution
+    from gemgym.rl.trainer.loop import token_log_probs
+
+    model, codec, tokens, w, ids, wt = _weighted_batch(3)
+    acts = wt[:, 1:] != 0
+    ref_model = type(model)(model.config).eval()  # another random init: a different policy
+    zero = [token_weights(t, [0.0] * t.num_turns) for t in tokens]
+    with torch.no_grad():
+        ref_all = torch.log_softmax(ref_model(input_ids=ids).logits[:, :-1].float(), -1)
+        pol_all = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float(), -1)
+        kl_tok = (ref_all.exp() * (ref_all - pol_all)).sum(-1)
+        direct = float(kl_tok[acts].mean())
+        dist = ReferenceDistribution.from_mask(ref_all[acts], acts)
+        pg = float(
+            policy_gradient_loss(
+                model, tokens, zero, pad_id=codec.pad_id, device="cpu", kl_coef=1.0, ref_logp=dist
+            )
+        )
+        assert direct > 0 and pg == pytest.approx(direct, rel=1e-4)
+        # the clipped loss on two chunks of the batch, indexed like tensors, adds up the same
+        old = token_log_probs(model, ids, acts)
+        wz = torch.zeros_like(wt)
+        total = 0.0
+        n_act = int(acts.sum())
+        for rows in ([0], [1, 2]):
+            sel = torch.tensor(rows)
+            total += float(
+                clipped_policy_loss(
+                    model,
+                    ids[sel],
+                    wz[sel],
+                    old[sel],
+                    kl_coef=1.0,
+                    ref_logp=dist[sel, :],
+                    action_mask=acts[sel],
+                    counts=(1, n_act),
+                )
+            )
+        assert total == pytest.approx(direct, rel=1e-4)
+    with pytest.raises(ValueError, match="did not score"):
+        dist.at(torch.ones_like(acts))
+
+
+@pytest.mark.parametrize("mode", ["plain", "overlap"])
+def test_exact_kl_runs_pull_toward_the_reference(tmp_path: Path, mode: str) -> None:
+    from gemgym.rl.trainer import ReferenceDistribution
+
+    kw: dict[str, object] = dict(overlap=mode == "overlap", kl_coef=0.5, kl_estimator="exact")
+    kw.update(entropy_coef=0.1, entropy_ref_min=0.3)  # the reference scores both in one pass
+    trainer = Trainer(_overlap_config(tmp_path, **kw))
+    tokens = [trainer.policy.tokenize(e) for e in _episodes("random", 4)]
+    ref, ent_mask = trainer._reference_scores(tokens)
+    _, acts = trainer._action_batch(tokens)
+    assert isinstance(ref, ReferenceDistribution)
+    assert ref.rows.shape == (int(acts.sum()), trainer.vocab_limit or ref.rows.shape[1])
+    _, ent, mask = trainer._score_with_entropy(trainer._reference(), tokens)
+    assert torch.equal(ent_mask, mask & (ent >= 0.3))  # the same mask as without exact KL
+    seen: list[Any] = []
+    ppo = trainer._ppo_steps
+
+    def spy_ppo(*args, **kw):  # type: ignore[no-untyped-def]
+        seen.append(args[3] if len(args) > 3 else kw.get("ref"))
+        return ppo(*args, **kw)
+
+    trainer._ppo_steps = spy_ppo  # type: ignore[method-assign]
+    step = trainer._step
+
+    def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, ref=None, *rest):  # type: ignore[no-untyped-def]
+        seen.append(ref)
+        return step(tokens, weights, entropy_coef, kl_coef, ref, *rest)
+
+    trainer._step = spy_step  # type: ignore[method-assign]
+    trainer.run()
+    assert len(seen) == 3 and all(isinstance(r, ReferenceDistribution) for r in seen)
+    assert all(np.isfinite(r["loss"]) for r in trainer.rows)
+    with pytest.raises(ConfigError, match="kl_estimator must be one of"):
+        TrainConfig(updates=1, kl_estimator="k2").validate()
+    with pytest.raises(ConfigError, match="kl_decay_until must be in"):
+        TrainConfig(updates=1, kl_decay_until=0.0).validate()
+    half = Trainer(
+        _overlap_config(tmp_path / "h", kl_coef=0.2, kl_schedule="linear", kl_decay_until=0.5)
+    )
+    half.update = 1  # of 3: 0.2 * (1 - (1/3) / 0.5)
+    assert half.kl_coefficient() == pytest.approx(0.2 * (1 - 2 / 3))
+    half.update = 2
+    assert half.kl_coefficient() == 0.0
 
 
 @pytest.mark.parametrize("mode", ["plain", "overlap", "ppo"])

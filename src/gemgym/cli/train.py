@@ -129,6 +129,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="linear: the KL coefficient decays to 0 over the run (default constant)",
     )
     p.add_argument(
+        "--kl-decay-until",
+        type=float,
+        default=1.0,
+        help="with --kl-schedule linear: the share of the run where the KL coefficient "
+        "reaches 0 (default 1: the end)",
+    )
+    p.add_argument(
+        "--kl-estimator",
+        default="k3",
+        choices=["k3", "exact"],
+        help="k3: GRPO's estimator on the sampled tokens (default); exact: KL(ref || policy) "
+        "over the whole vocabulary at every action token (no sampling noise: it also pulls "
+        "back moves the policy no longer samples)",
+    )
+    p.add_argument(
         "--temperature",
         type=float,
         default=1.0,
@@ -223,6 +238,8 @@ def run(args: argparse.Namespace) -> int:
         entropy_ref_min=args.entropy_ref_min,
         entropy_turns=args.entropy_turns,
         kl_schedule=args.kl_schedule,
+        kl_decay_until=args.kl_decay_until,
+        kl_estimator=args.kl_estimator,
         entropy_schedule=args.entropy_schedule,
         entropy_decay_until=args.entropy_decay_until,
         entropy_target=tuple(args.entropy_target) if args.entropy_target else None,

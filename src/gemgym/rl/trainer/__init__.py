@@ -10,10 +10,13 @@
 from gemgym.rl.trainer.codec import ByteTokenizer, Codec, HFCodec
 from gemgym.rl.trainer.loop import (
     CURVE_FIELDS,
+    KL_ESTIMATORS,
+    ReferenceDistribution,
     TrainConfig,
     Trainer,
     clipped_policy_loss,
     config_from_dict,
+    exact_kl_penalty,
     kl_penalty,
     plot_curves,
     policy_gradient_loss,
@@ -22,15 +25,18 @@ from gemgym.rl.trainer.policy import LMPolicy, build_model, observation_text
 
 __all__ = [
     "CURVE_FIELDS",
+    "KL_ESTIMATORS",
     "ByteTokenizer",
     "Codec",
     "HFCodec",
     "LMPolicy",
+    "ReferenceDistribution",
     "TrainConfig",
     "Trainer",
     "build_model",
     "clipped_policy_loss",
     "config_from_dict",
+    "exact_kl_penalty",
     "kl_penalty",
     "observation_text",
     "plot_curves",

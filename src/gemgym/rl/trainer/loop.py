@@ -31,7 +31,12 @@ tokens the warm start already fixed. Unlike the entropy bonus, whose pull on a m
 the move's probability, the KL's expected pull on a move's logit is ``beta`` times
 ``pi_ref - pi``, so it does not vanish when the policy has given the move up (at a small
 ``beta`` it is weak, though: docs/rl.md).
-``kl_schedule="linear"`` decays ``beta`` to 0 over the run, so that the policy can settle.
+``kl_schedule="linear"`` decays ``beta`` to 0 over the run (or at its ``kl_decay_until``
+share), so that the policy can settle.
+``kl_estimator="exact"`` computes ``KL(pi_ref || pi)`` over the whole vocabulary at every action
+token instead (the reference then keeps its whole distribution there, ``(tokens, vocab)``): the
+same gradient in expectation, ``pi - pi_ref`` on the logits, but at every step on every token,
+where k3 pulls a move the policy has given up only on the rare steps that sample it.
 
 ``entropy_coef = c`` subtracts ``c`` times the policy's entropy over the action tokens from
 the loss. With ``entropy_ref_min = h`` it counts only the action tokens where the reference
@@ -89,9 +94,12 @@ from gemgym.rl.trainer.policy import LMPolicy, build_model, model_positions
 
 __all__ = [
     "CURVE_FIELDS",
+    "KL_ESTIMATORS",
+    "ReferenceDistribution",
     "TrainConfig",
     "Trainer",
     "clipped_policy_loss",
+    "exact_kl_penalty",
     "kl_penalty",
     "plot_curves",
     "policy_gradient_loss",
@@ -115,6 +123,10 @@ CURVE_FIELDS = (
 
 ENTROPY_COEF_RANGE = (math.log(1e-3), 0.0)
 """The natural-log bounds of the bonus coefficient that ``entropy_target`` adapts."""
+
+KL_ESTIMATORS = ("k3", "exact")
+"""``TrainConfig.kl_estimator``: GRPO's k3 on the sampled tokens, or the exact KL over the
+vocabulary at every action token (:func:`exact_kl_penalty`)."""
 
 EVAL_SEED_BASE = 1_000_000_000
 """Evaluation episodes use seeds from here on; training seeds stay far below."""
@@ -155,6 +167,8 @@ class TrainConfig:
     entropy_target_lr: float = 0.05
     kl_coef: float = 0.0
     kl_schedule: str = "constant"
+    kl_decay_until: float = 1.0
+    kl_estimator: str = "k3"
     updates: int | None = None
     time_budget_s: float | None = None
     sft_path: str | None = None
@@ -260,6 +274,12 @@ class TrainConfig:
             raise ConfigError(
                 f"kl_schedule must be 'constant' or 'linear', got {self.kl_schedule!r}"
             )
+        if not 0.0 < self.kl_decay_until <= 1.0:
+            raise ConfigError(f"kl_decay_until must be in (0, 1], got {self.kl_decay_until}")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ConfigError(
+                f"kl_estimator must be one of {list(KL_ESTIMATORS)}, got {self.kl_estimator!r}"
+            )
         if not 0.0 <= self.min_p < 1.0:
             raise ConfigError(f"min_p must be in [0, 1), got {self.min_p}")
         for name in ("temperature", "eval_temperature"):
@@ -298,7 +318,8 @@ def policy_gradient_loss(
     ``(batch, length - 1)`` bool ``entropy_mask``, only the masked tokens' entropy counts, still
     divided by ``N``). ``kl_coef=beta`` with ``ref_logp`` (the reference policy's
     :func:`token_log_probs` of the same padded batch at its action tokens) adds ``beta`` times
-    :func:`kl_penalty`.
+    :func:`kl_penalty`; with a :class:`ReferenceDistribution` as ``ref_logp``, ``beta`` times
+    :func:`exact_kl_penalty` over the same tokens.
     """
     import torch
 
@@ -314,13 +335,16 @@ def policy_gradient_loss(
         mask = mask | _action_positions(episodes, pad_id, max_length, device)
     if entropy_coef and entropy_mask is not None:
         mask = mask | entropy_mask
-    tok_logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=bool(entropy_coef))
+    exact = bool(kl_coef) and isinstance(ref_logp, ReferenceDistribution)
+    tok_logp, ent, rows = _log_probs(
+        model, ids, mask, vocab_limit, entropy=bool(entropy_coef), rows=exact
+    )
     if ent is not None and entropy_mask is not None:
         ent = ent * entropy_mask
     gain = w[:, 1:] * tok_logp if ent is None else w[:, 1:] * tok_logp + entropy_coef * ent
     loss = -gain.sum() / max(1, n_action)
     if kl_coef:
-        loss = loss + kl_coef * kl_penalty(tok_logp, _require_ref(ref_logp), mask)
+        loss = loss + kl_coef * _kl_term(tok_logp, rows, _require_ref(ref_logp), mask)
     return loss
 
 
@@ -340,6 +364,69 @@ def kl_penalty(logp: Any, ref_logp: Any, mask: Any, count: int | None = None) ->
     d = torch.where(mask, ref_logp - logp, torch.zeros_like(logp))  # k3 is 0 where d is
     n = torch.clamp(mask.sum(), min=1) if count is None else max(1, count)
     return (torch.exp(d) - d - 1.0).sum() / n
+
+
+class ReferenceDistribution:
+    """The reference policy's whole next-token distribution at the action tokens of a padded
+    batch, for ``kl_estimator="exact"``.
+
+    ``rows``: its log-softmax, ``(n, vocab)``, one row per action token in the row-major order
+    of the batch's ``(batch, length - 1)`` action mask; ``index``: that mask's
+    ``(batch, length - 1)`` long tensor of each position's row (-1 elsewhere). Indexed like a
+    ``(batch, length - 1)`` tensor (``ref[rows, :n]``), it gives the reference for that part
+    of the batch (the rows are shared, not copied).
+    """
+
+    def __init__(self, rows: Any, index: Any) -> None:
+        self.rows = rows
+        self.index = index
+
+    @classmethod
+    def from_mask(cls, rows: Any, mask: Any) -> ReferenceDistribution:
+        """The distribution of ``rows`` (one per ``True`` of the bool ``mask``, row-major)."""
+        import torch
+
+        index = torch.full(mask.shape, -1, dtype=torch.long, device=mask.device)
+        index[mask] = torch.arange(int(mask.sum()), device=mask.device)
+        return cls(rows, index)
+
+    def __getitem__(self, key: Any) -> ReferenceDistribution:
+        return ReferenceDistribution(self.rows, self.index[key])
+
+    def at(self, mask: Any) -> Any:
+        """The log-softmax rows at the ``mask``ed positions (row-major), which must all be
+        action tokens of the batch the reference scored."""
+        idx = self.index[mask]
+        if bool((idx < 0).any()):
+            raise ValueError("the mask covers positions the reference did not score")
+        return self.rows[idx]
+
+
+def exact_kl_penalty(logp_rows: Any, ref_rows: Any, count: int | None = None) -> Any:
+    """``KL(pi_ref || pi) = sum_v pi_ref(v) (log pi_ref(v) - log pi(v))`` computed over the
+    whole vocabulary at each token, summed over the tokens and divided by ``count`` (default:
+    their number): a torch scalar >= 0.
+
+    ``logp_rows``, ``ref_rows``: ``(tokens, vocab)`` log-softmax rows of the policy and of
+    the reference. Its gradient on the policy's logits is ``pi - pi_ref`` at every token: the
+    same in expectation as :func:`kl_penalty`'s on sampled tokens, without the sampling noise,
+    so it pulls a move the policy has given up back toward the reference's probability at every
+    step, not only on the rare steps that sample it.
+    """
+    import torch
+
+    n = max(1, int(ref_rows.shape[0]) if count is None else count)
+    kl = (torch.exp(ref_rows) * (ref_rows - logp_rows)).sum()
+    return kl / n
+
+
+def _kl_term(logp: Any, rows: Any, ref: Any, mask: Any, count: int | None = None) -> Any:
+    """The KL penalty of the loss: exact (``ref`` a :class:`ReferenceDistribution`, ``rows``
+    the policy's log-softmax rows at ``mask``) or GRPO's k3 on the sampled tokens."""
+    if isinstance(ref, ReferenceDistribution):
+        n = int(mask.sum()) if count is None else count
+        return exact_kl_penalty(rows, ref.at(mask), n)
+    return kl_penalty(logp, ref, mask, count)
 
 
 def _require_ref(ref_logp: Any) -> Any:
@@ -389,12 +476,17 @@ def token_log_probs_and_entropy(
 ) -> tuple[Any, Any]:
     """:func:`token_log_probs` and the policy's entropy ``-sum_v pi(v) log pi(v)`` at the same
     masked positions (both ``(batch, length - 1)``, 0 off the mask)."""
-    return _log_probs(model, ids, mask, vocab_limit, entropy=True)
+    logp, ent, _ = _log_probs(model, ids, mask, vocab_limit, entropy=True)
+    return logp, ent
 
 
 def _log_probs(
-    model: Any, ids: Any, mask: Any, vocab_limit: int | None, *, entropy: bool
-) -> tuple[Any, Any]:
+    model: Any, ids: Any, mask: Any, vocab_limit: int | None, *, entropy: bool, rows: bool = False
+) -> tuple[Any, Any, Any]:
+    """The sampled tokens' log-probs and (``entropy``) the entropy at the ``mask``ed positions,
+    both ``(batch, length - 1)`` and 0 off the mask; with ``rows``, also the full log-softmax
+    rows at the masked positions, ``(mask.sum(), vocab)`` in the mask's row-major order (else
+    ``None``)."""
     import torch
 
     head = model.get_output_embeddings() if mask is not None else None
@@ -408,7 +500,10 @@ def _log_probs(
         if mask is not None:
             out = out * mask
             ent = ent * mask if ent is not None else None
-        return out, ent
+        full = None
+        if rows:
+            full = logp[mask] if mask is not None else logp.reshape(-1, logp.shape[-1])
+        return out, ent, full
     split = _shared_prefix(base, ids, mask)
     if split:  # the rows' common head computed once; the mask's columns before it are empty
         hidden = base.forward_shared_prefix(ids, split)[:, :-1, :]
@@ -420,11 +515,12 @@ def _log_probs(
     picked = logp.gather(-1, ids[:, 1:][mask][:, None]).squeeze(-1)
     out = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)
     out[mask] = picked
+    full = logp if rows else None
     if not entropy:
-        return out, None
+        return out, None, full
     ent = torch.zeros_like(out)
     ent[mask] = -(logp.exp() * logp).sum(-1)
-    return out, ent
+    return out, ent, full
 
 
 MIN_SHARED_PREFIX = 16
@@ -473,7 +569,8 @@ def clipped_policy_loss(
     ``entropy_coef=c`` subtracts ``c`` times the policy's mean entropy over the same tokens (only
     the ``entropy_mask``ed ones count when that ``(batch, length - 1)`` bool mask is given).
     ``kl_coef=beta`` adds ``beta`` times :func:`kl_penalty` against ``ref_logp`` over the
-    ``(batch, length - 1)`` bool ``action_mask`` (all action tokens, zero weights included).
+    ``(batch, length - 1)`` bool ``action_mask`` (all action tokens, zero weights included), or
+    :func:`exact_kl_penalty` when ``ref_logp`` is a :class:`ReferenceDistribution`.
     ``counts=(N, M)``: divide by these numbers of weighted and of KL tokens instead of this
     batch's own, so that the losses of a batch's chunks add up to the batch's loss.
     """
@@ -487,7 +584,10 @@ def clipped_policy_loss(
         mask = mask | action_mask
     if entropy_coef and entropy_mask is not None:
         mask = mask | entropy_mask
-    logp, ent = _log_probs(model, ids, mask, vocab_limit, entropy=bool(entropy_coef))
+    exact = bool(kl_coef) and isinstance(ref_logp, ReferenceDistribution)
+    logp, ent, rows = _log_probs(
+        model, ids, mask, vocab_limit, entropy=bool(entropy_coef), rows=exact
+    )
     if ent is not None and entropy_mask is not None:
         ent = ent * entropy_mask
     ratio = torch.exp(logp - old_logp)
@@ -500,7 +600,7 @@ def clipped_policy_loss(
     loss = -surr.sum() / n
     if kl_coef:
         kl_count = None if counts is None else counts[1]
-        loss = loss + kl_coef * kl_penalty(logp, _require_ref(ref_logp), mask, kl_count)
+        loss = loss + kl_coef * _kl_term(logp, rows, _require_ref(ref_logp), mask, kl_count)
     return loss
 
 
@@ -785,9 +885,11 @@ class Trainer:
         return math.exp(self.log_entropy_coef)
 
     def kl_coefficient(self) -> float:
-        """The KL coefficient of the next update: ``kl_coef``, times ``1 - progress`` with
-        ``kl_schedule="linear"`` (progress as in :meth:`learning_rate`)."""
-        return self._scheduled(self.config.kl_coef, self.config.kl_schedule, 1.0)
+        """The KL coefficient of the next update: ``kl_coef``, times
+        ``1 - progress / kl_decay_until`` (at least 0) with ``kl_schedule="linear"`` (progress
+        as in :meth:`learning_rate`)."""
+        cfg = self.config
+        return self._scheduled(cfg.kl_coef, cfg.kl_schedule, cfg.kl_decay_until)
 
     def _scheduled(self, coef: float, schedule: str, until: float) -> float:
         """``coef``, or with the ``"linear"`` schedule ``coef * max(0, 1 - progress / until)``."""
@@ -818,14 +920,29 @@ class Trainer:
         those where the reference's entropy is at least ``entropy_ref_min`` nats, and those of
         the first ``entropy_turns`` actions of each episode.
 
+        With ``kl_estimator="exact"`` the reference's part is a :class:`ReferenceDistribution`
+        (its whole distribution at the action tokens) instead of log-probs.
+
         The reference does not score once a coefficient that needs it has been decayed to 0
         (its schedule never raises it again): the log-probs are ``None`` when the KL
         coefficient is 0, and so is the reference's part of the mask when the entropy
         coefficient is."""
+        import torch
+
         cfg = self.config
         ref_logp = ent_mask = None
         kl_on = self.kl_coefficient() > 0
-        if cfg.entropy_ref_min is not None and self.entropy_coefficient() > 0:
+        entropy_on = cfg.entropy_ref_min is not None and self.entropy_coefficient() > 0
+        if kl_on and cfg.kl_estimator == "exact":
+            ids, mask = self._action_batch(tokens)
+            with torch.no_grad():
+                _, ent, rows = _log_probs(
+                    self._reference(), ids, mask, self.vocab_limit, entropy=entropy_on, rows=True
+                )
+            ref_logp = ReferenceDistribution.from_mask(rows, mask)
+            if entropy_on:
+                ent_mask = mask & (ent >= cfg.entropy_ref_min)
+        elif entropy_on:
             logp, ent, mask = self._score_with_entropy(self._reference(), tokens)
             ent_mask = mask & (ent >= cfg.entropy_ref_min)
             ref_logp = logp if kl_on else None
