@@ -1073,7 +1073,9 @@ def test_exact_kl_runs_pull_toward_the_reference(tmp_path: Path, mode: str) -> N
     assert len(seen) == 3 and all(isinstance(r, ReferenceDistribution) for r in seen)
     assert all(np.isfinite(r["loss"]) for r in trainer.rows)
     with pytest.raises(ConfigError, match="kl_estimator must be one of"):
-        TrainConfig(updates=1, kl_estimator="k2").validate()
+        TrainConfig(updates=1, kl_coef=0.1, kl_estimator="k2").validate()
+    with pytest.raises(ConfigError, match=r"give kl_coef > 0 \(--kl-coef\) too"):
+        TrainConfig(updates=1, kl_estimator="exact").validate()
     with pytest.raises(ConfigError, match="kl_decay_until must be in"):
         TrainConfig(updates=1, kl_decay_until=0.0).validate()
     half = Trainer(

@@ -280,6 +280,11 @@ class TrainConfig:
             raise ConfigError(
                 f"kl_estimator must be one of {list(KL_ESTIMATORS)}, got {self.kl_estimator!r}"
             )
+        if self.kl_estimator != "k3" and not self.kl_coef:
+            raise ConfigError(
+                f"kl_estimator={self.kl_estimator!r} chooses how the KL penalty is computed: give "
+                "kl_coef > 0 (--kl-coef) too"
+            )
         if not 0.0 <= self.min_p < 1.0:
             raise ConfigError(f"min_p must be in [0, 1), got {self.min_p}")
         for name in ("temperature", "eval_temperature"):
