@@ -109,6 +109,12 @@ class EnvRecipe:
         return env
 
 
+def final_info(reset_info: dict[str, Any], obs: Any, info: dict[str, Any]) -> dict[str, Any]:
+    """The info of a SAME_STEP autoreset: the reset's info plus the terminal ``final_obs`` and
+    ``final_info``."""
+    return {**reset_info, "final_obs": obs, "final_info": info}
+
+
 class EnvSlot:
     """One env plus the autoreset rule; what every backend hosts.
 
@@ -153,8 +159,7 @@ class EnvSlot:
         obs, reward, terminated, truncated, info = result
         if self.mode is AutoresetMode.SAME_STEP:
             reset_obs, reset_info = self.env.reset()
-            reset_info = {**reset_info, "final_obs": obs, "final_info": info}
-            return reset_obs, reward, terminated, truncated, reset_info
+            return reset_obs, reward, terminated, truncated, final_info(reset_info, obs, info)
         if self.mode is AutoresetMode.NEXT_STEP:
             self.needs_reset = True
         return result
@@ -177,8 +182,7 @@ class EnvSlot:
         if self.mode is AutoresetMode.SAME_STEP:
             obs, reward, terminated, truncated, info = result
             reset_obs, reset_info = await self.env.areset()
-            reset_info = {**reset_info, "final_obs": obs, "final_info": info}
-            return reset_obs, reward, terminated, truncated, reset_info
+            return reset_obs, reward, terminated, truncated, final_info(reset_info, obs, info)
         return self.finish(result)
 
     def call(self, name: str, args: tuple[Any, ...]) -> Any:

@@ -17,6 +17,7 @@ from gemgym.vector.base import (
     StepTuple,
     VecStep,
     VectorEnv,
+    final_info,
     stack,
     step_all,
 )
@@ -39,6 +40,7 @@ class SyncVectorEnv(VectorEnv):
         self._init_common(recipes, autoreset_mode)
         self.slots = [EnvSlot(r.build(), self.autoreset_mode) for r in self.recipes]
         self._steps: list[Any] | None = None  # bound env.step methods, made on first use
+        self._resets: list[Any] = []  # and bound env.reset methods
 
     @property
     def envs(self) -> list[Any]:
@@ -65,27 +67,27 @@ class SyncVectorEnv(VectorEnv):
         steps = self._steps
         if steps is None:
             steps = self._steps = [s.env.step for s in slots]
-        results = list(map(operator.call, steps, actions))
-        obs, rewards, terminated, truncated, infos = zip(*results, strict=True)
-        if any(terminated) or any(truncated):
-            obs_l, infos_l = list(obs), list(infos)
-            for i in range(n):
-                if terminated[i] or truncated[i]:
-                    obs_l[i], _, _, _, infos_l[i] = slots[i].finish(results[i])
-            return (
-                obs_l,
-                np.fromiter(rewards, np.float64, n),
-                np.fromiter(terminated, bool, n),
-                np.fromiter(truncated, bool, n),
-                infos_l,
-            )
-        return (
-            list(obs),
-            np.fromiter(rewards, np.float64, n),
-            np.zeros(n, dtype=bool),
-            np.zeros(n, dtype=bool),
-            list(infos),
+            self._resets = [s.env.reset for s in slots]
+        obs, rewards, terminated, truncated, infos = zip(
+            *map(operator.call, steps, actions), strict=True
         )
+        if True not in terminated and True not in truncated:
+            return (
+                list(obs),
+                np.fromiter(rewards, np.float64, n),
+                np.zeros(n, dtype=bool),
+                np.zeros(n, dtype=bool),
+                list(infos),
+            )
+        term = np.fromiter(terminated, bool, n)
+        trunc = np.fromiter(truncated, bool, n)
+        obs_l, infos_l = list(obs), list(infos)
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            resets = self._resets
+            for i in (term | trunc).nonzero()[0].tolist():
+                obs_l[i], reset_info = resets[i]()
+                infos_l[i] = final_info(reset_info, obs[i], infos[i])
+        return obs_l, np.fromiter(rewards, np.float64, n), term, trunc, infos_l
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
         return [s.call(name, args) for s in self.slots]
