@@ -166,6 +166,29 @@ def test_an_env_that_cannot_be_built_fails_construction_clearly() -> None:
         make_vector_env(env_fns=[functools.partial(FaultyEnv, episode_lenght=3)], backend="process")
 
 
+def test_a_script_without_a_main_guard_gets_a_clear_error(tmp_path: Path) -> None:
+    # the workers import the main module again; a script that makes the vector env at import
+    # time fails in every worker: the parent says what to add, and no internal error hides it
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import gemgym\n"
+        'venv = gemgym.make_vec("game:GuessTheNumber-v0-hard", 2, backend="process",\n'
+        '                       backend_options={"num_workers": 1})\n'
+        "venv.close()\n"
+    )
+    shm_before = shm_files()
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gemgym.errors.VectorEnvError: worker 0")
+    assert 'if __name__ == "__main__":' in last
+    assert "AssertionError" not in done.stderr
+    if os.path.isdir("/dev/shm"):
+        assert shm_files() <= shm_before
+
+
 def test_close_leaves_no_worker_processes() -> None:
     before = descendants(os.getpid())
     venv = faulty(4)

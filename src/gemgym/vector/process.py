@@ -301,11 +301,11 @@ class ProcessVectorEnv(VectorEnv):
             daemon=True,
         )
         wk.shm_path = path
-        wk.process = proc
         try:
             proc.start()
         finally:
             child_conn.close()
+        wk.process = proc  # only a started process: a failed start leaves nothing to join
         wk.chan = (
             PipeChannel(parent_conn, self.busy_poll)
             if path is None
@@ -317,7 +317,10 @@ class ProcessVectorEnv(VectorEnv):
             self._recv(wk, time.monotonic() + self.start_timeout, "starting")
         except _WorkerLost as e:
             raise VectorEnvError(
-                f"worker {wk.index} ({self._ids_of(wk)}) could not start: {e}"
+                f"worker {wk.index} ({self._ids_of(wk)}) could not start: {e}; its own error, "
+                "if any, is printed above. A script that makes a 'process' vector env when it is "
+                'imported needs an `if __name__ == "__main__":` guard: each worker imports the '
+                "main module (forkserver/spawn)"
             ) from None
         finally:
             self._unlink(wk)  # mapped by both sides (or never to be)
