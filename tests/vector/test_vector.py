@@ -276,3 +276,36 @@ def test_empty_reset_mask_and_empty_step_return_nothing(backend: str) -> None:
         obs, rewards, _, _, _ = asyncio.run(venv.astep({}))
         assert obs == [] and rewards.shape == (0,)
         assert len(venv.step(["\\boxed{1}"] * 3)[0]) == 3  # still usable
+
+
+def test_sync_hot_path_still_enforces_the_order() -> None:
+    """The sync hot path skips each env's order check only once every env has been reset."""
+    with gemgym.make_vec("bench:CpuBound-v0", 2, work_iters=1, episode_length=1) as venv:
+        with pytest.raises(ResetNeeded):
+            venv.step(["a", "a"])  # before any reset
+        venv.reset(seed=0)
+        for _ in range(3):  # every step ends both episodes; SAME_STEP resets them
+            _, _, te, _, infos = venv.step(["a", "a"])
+            assert te.tolist() == [True, True] and all("final_obs" in i for i in infos)
+        venv.call("step", "a")  # steps every env past the vector env: both episodes end
+        with pytest.raises(ResetNeeded):
+            venv.step(["a", "a"])
+        venv.reset()
+        assert venv.step(["a", "a"])[2].tolist() == [True, True]
+
+
+def test_sync_env_error_resets_the_envs_that_ended_before_it() -> None:
+    """As in the other backends, an env that ended before another env raised is reset."""
+    import functools
+
+    from gemgym.vector.synthetic import FaultyEnv
+
+    fns = [functools.partial(FaultyEnv, episode_length=1)] * 3
+    with make_vector_env(env_fns=fns) as venv:
+        venv.reset(seed=0)
+        venv.step(["ok"] * 3)  # the hot path is in use
+        with pytest.raises(ValueError, match="asked to raise"):
+            venv.step(["ok", "raise", "ok"])
+        assert venv.envs[0].unwrapped.t == 0  # type: ignore[attr-defined]
+        obs, _, te, _, _ = venv.step(["ok"] * 3)
+        assert te.tolist() == [True] * 3 and all(o.startswith("start ") for o in obs)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -17,12 +19,15 @@ from gemgym.vector.base import (
     StepTuple,
     VecStep,
     VectorEnv,
-    final_info,
     stack,
     step_all,
 )
+from gemgym.wrappers.common import OrderEnforcing
 
 __all__ = ["SyncVectorEnv"]
+
+_FLOAT = np.dtype(np.float64)
+_BOOL = np.dtype(bool)
 
 
 class SyncVectorEnv(VectorEnv):
@@ -30,6 +35,12 @@ class SyncVectorEnv(VectorEnv):
 
     ``astep`` awaits every env's own ``astep`` concurrently, so envs that wait on I/O and
     implement ``astep`` overlap; envs that do not simply run their ``step``.
+
+    In the default ``SAME_STEP`` mode a full step calls each env's step from C and skips the
+    :class:`~gemgym.wrappers.OrderEnforcing` layer that :func:`gemgym.make` puts on top of an env
+    once every env has been reset: the vector env itself resets each ended env before the step
+    returns, so that layer's check can never fire there. Stepping or resetting ``venv.envs[i]``
+    directly, outside the vector env, is not tracked; use :meth:`handle` or :meth:`call`.
     """
 
     backend = "sync"
@@ -39,13 +50,29 @@ class SyncVectorEnv(VectorEnv):
     ) -> None:
         self._init_common(recipes, autoreset_mode)
         self.slots = [EnvSlot(r.build(), self.autoreset_mode) for r in self.recipes]
-        self._steps: list[Any] | None = None  # bound env.step methods, made on first use
-        self._resets: list[Any] = []  # and bound env.reset methods
+        # the hot path's bound env.step methods (made on first use, dropped after any error) and
+        # bound env.reset methods; an all-False flag column to copy
+        self._steps: list[Any] | None = None
+        self._resets = [s.env.reset for s in self.slots]
+        self._false = np.zeros(self.num_envs, dtype=bool)
 
     @property
     def envs(self) -> list[Any]:
         """The env objects (this process holds them)."""
         return [s.env for s in self.slots]
+
+    def _hot_steps(self) -> list[Any]:
+        """The step methods of the hot path: in SAME_STEP mode, below an outermost
+        OrderEnforcing when every env has been reset (cached); else the envs' own."""
+        envs = [s.env for s in self.slots]
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
+            self._steps = [e.step for e in envs]
+            return self._steps
+        layers = [e for e in envs if type(e) is OrderEnforcing]
+        if not all(e.has_reset for e in layers):  # the layer raises ResetNeeded where it should
+            return [e.step for e in envs]
+        self._steps = [e.env.step if type(e) is OrderEnforcing else e.step for e in envs]
+        return self._steps
 
     def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
         slots = self.slots
@@ -53,43 +80,63 @@ class SyncVectorEnv(VectorEnv):
 
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         slots = self.slots
-        return [slots[i].step(a) for i, a in items]
+        try:
+            return [slots[i].step(a) for i, a in items]
+        except BaseException:
+            self._steps = None  # an env may be left ended: look again before skipping a layer
+            raise
 
     def step(self, actions: Sequence[Any] | Mapping[int, Any]) -> VecStep:
         n = self.num_envs
         if type(actions) is not list or len(actions) != n or self._closed:
             return super().step(actions)  # partial steps, checks and errors
-        slots = self.slots
-        if self.autoreset_mode is AutoresetMode.NEXT_STEP:
-            return stack(step_all(slots, actions))
+        mode = self.autoreset_mode
+        if mode is AutoresetMode.NEXT_STEP:
+            return stack(step_all(self.slots, actions))
         # SAME_STEP and DISABLED, the hot path: the envs' bound step methods are called from C
         # (map + operator.call) and the columns are built once; only ended envs go through Python
-        steps = self._steps
-        if steps is None:
-            steps = self._steps = [s.env.step for s in slots]
-            self._resets = [s.env.reset for s in slots]
-        obs, rewards, terminated, truncated, infos = zip(
-            *map(operator.call, steps, actions), strict=True
-        )
-        if True not in terminated and True not in truncated:
-            return (
-                list(obs),
-                np.fromiter(rewards, np.float64, n),
-                np.zeros(n, dtype=bool),
-                np.zeros(n, dtype=bool),
-                list(infos),
-            )
-        term = np.fromiter(terminated, bool, n)
-        trunc = np.fromiter(truncated, bool, n)
+        done: list[StepTuple] = []
+        try:
+            done.extend(map(operator.call, self._steps or self._hot_steps(), actions))
+        except BaseException:
+            self._fail(done)
+            raise
+        obs, rewards, terminated, truncated, infos = zip(*done, strict=True)
+        rew = np.fromiter(rewards, _FLOAT, n)
+        if True in terminated:
+            term = np.fromiter(terminated, _BOOL, n)
+            if True in truncated:
+                trunc = np.fromiter(truncated, _BOOL, n)
+                ended: Iterable[int] = compress(range(n), map(operator.or_, terminated, truncated))
+            else:
+                trunc = self._false.copy()
+                ended = compress(range(n), terminated)
+        elif True in truncated:
+            term = self._false.copy()
+            trunc = np.fromiter(truncated, _BOOL, n)
+            ended = compress(range(n), truncated)
+        else:
+            return list(obs), rew, self._false.copy(), self._false.copy(), list(infos)
         obs_l, infos_l = list(obs), list(infos)
-        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+        if mode is AutoresetMode.SAME_STEP:
             resets = self._resets
-            for i in (term | trunc).nonzero()[0].tolist():
+            for i in ended:
                 obs_l[i], reset_info = resets[i]()
-                infos_l[i] = final_info(reset_info, obs[i], infos[i])
-        return obs_l, np.fromiter(rewards, np.float64, n), term, trunc, infos_l
+                infos_l[i] = {**reset_info, "final_obs": obs[i], "final_info": infos[i]}
+        return obs_l, rew, term, trunc, infos_l
+
+    def _fail(self, done: list[StepTuple]) -> None:
+        """An env raised in the hot path: in SAME_STEP mode, reset the ended envs stepped before
+        it (as the other backends do); look again at the envs before skipping a layer."""
+        self._steps = None
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            for i, result in enumerate(done):
+                if result[2] or result[3]:
+                    with contextlib.suppress(Exception):  # the env's own error is the one raised
+                        self._resets[i]()
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
+        self._steps = None  # the call may step or reset the envs
         return [s.call(name, args) for s in self.slots]
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
@@ -98,10 +145,14 @@ class SyncVectorEnv(VectorEnv):
 
     async def _astep_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         slots = self.slots
-        if len(items) == 1:
-            i, a = items[0]
-            return [await slots[i].astep(a)]
-        return list(await asyncio.gather(*(slots[i].astep(a) for i, a in items)))
+        try:
+            if len(items) == 1:
+                i, a = items[0]
+                return [await slots[i].astep(a)]
+            return list(await asyncio.gather(*(slots[i].astep(a) for i, a in items)))
+        except BaseException:
+            self._steps = None
+            raise
 
     def _close(self) -> None:
         for s in self.slots:
