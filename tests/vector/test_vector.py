@@ -309,3 +309,35 @@ def test_sync_env_error_resets_the_envs_that_ended_before_it() -> None:
         assert venv.envs[0].unwrapped.t == 0  # type: ignore[attr-defined]
         obs, _, te, _, _ = venv.step(["ok"] * 3)
         assert te.tolist() == [True] * 3 and all(o.startswith("start ") for o in obs)
+
+
+class _FailingReset(CpuBoundEnv):
+    """Its reset raises while ``fail_reset`` is set."""
+
+    fail_reset = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        if self.fail_reset:
+            raise RuntimeError("reset failed")
+        return super().reset(seed=seed, options=options)
+
+
+def test_sync_env_whose_autoreset_failed_needs_a_reset() -> None:
+    import functools
+
+    from gemgym.wrappers import OrderEnforcing
+
+    fns = [functools.partial(_FailingReset, episode_length=1, work_iters=1)] * 2
+    with make_vector_env(env_fns=fns, wrappers=[OrderEnforcing]) as venv:
+        venv.reset(seed=0)
+        venv.step(["a", "a"])  # the hot path is in use
+        venv.envs[1].unwrapped.fail_reset = True  # type: ignore[attr-defined]
+        with pytest.raises(RuntimeError, match="reset failed"):
+            venv.step(["a", "a"])
+        venv.envs[1].unwrapped.fail_reset = False  # type: ignore[attr-defined]
+        with pytest.raises(ResetNeeded):
+            venv.step(["a", "a"])
+        venv.reset()
+        assert venv.step(["a", "a"])[2].tolist() == [True, True]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress
@@ -50,10 +49,10 @@ class SyncVectorEnv(VectorEnv):
     ) -> None:
         self._init_common(recipes, autoreset_mode)
         self.slots = [EnvSlot(r.build(), self.autoreset_mode) for r in self.recipes]
-        # the hot path's bound env.step methods (made on first use, dropped after any error) and
-        # bound env.reset methods; an all-False flag column to copy
+        # the hot path's bound step and reset methods (made on first use, the steps dropped
+        # after any error) and an all-False flag column to copy
         self._steps: list[Any] | None = None
-        self._resets = [s.env.reset for s in self.slots]
+        self._resets: list[Any] = []
         self._false = np.zeros(self.num_envs, dtype=bool)
 
     @property
@@ -62,17 +61,19 @@ class SyncVectorEnv(VectorEnv):
         return [s.env for s in self.slots]
 
     def _hot_steps(self) -> list[Any]:
-        """The step methods of the hot path: in SAME_STEP mode, below an outermost
-        OrderEnforcing when every env has been reset (cached); else the envs' own."""
+        """The step methods of the hot path (and their resets, in ``_resets``). In SAME_STEP
+        mode, once every env has been reset, those below an outermost OrderEnforcing: that layer
+        then never sees an episode end, so it stays ready, as it would through the resets."""
         envs = [s.env for s in self.slots]
-        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
-            self._steps = [e.step for e in envs]
-            return self._steps
-        layers = [e for e in envs if type(e) is OrderEnforcing]
-        if not all(e.has_reset for e in layers):  # the layer raises ResetNeeded where it should
-            return [e.step for e in envs]
-        self._steps = [e.env.step if type(e) is OrderEnforcing else e.step for e in envs]
-        return self._steps
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        ready = same_step and all(e.has_reset for e in envs if type(e) is OrderEnforcing)
+        if ready:
+            envs = [e.env if type(e) is OrderEnforcing else e for e in envs]
+        steps = [e.step for e in envs]
+        self._resets = [e.reset for e in envs]
+        # cached, except while the layer of an env never reset must raise ResetNeeded
+        self._steps = steps if ready or not same_step else None
+        return steps
 
     def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
         slots = self.slots
@@ -121,7 +122,11 @@ class SyncVectorEnv(VectorEnv):
         if mode is AutoresetMode.SAME_STEP:
             resets = self._resets
             for i in ended:
-                obs_l[i], reset_info = resets[i]()
+                try:
+                    obs_l[i], reset_info = resets[i]()
+                except BaseException:
+                    self._reset_failed(i)
+                    raise
                 infos_l[i] = {**reset_info, "final_obs": obs[i], "final_info": infos[i]}
         return obs_l, rew, term, trunc, infos_l
 
@@ -132,8 +137,18 @@ class SyncVectorEnv(VectorEnv):
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             for i, result in enumerate(done):
                 if result[2] or result[3]:
-                    with contextlib.suppress(Exception):  # the env's own error is the one raised
+                    try:
                         self._resets[i]()
+                    except Exception:  # the first env's error is the one raised
+                        self._reset_failed(i)
+
+    def _reset_failed(self, i: int) -> None:
+        """Env ``i`` ended in the hot path and its reset raised: its order check, which did not
+        see the end, must refuse the next step."""
+        self._steps = None
+        env = self.slots[i].env
+        if type(env) is OrderEnforcing:
+            env.require_reset()
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
         self._steps = None  # the call may step or reset the envs

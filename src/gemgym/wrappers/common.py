@@ -113,6 +113,11 @@ class OrderEnforcing(Wrapper[ObsT, ActT, ObsT, ActT]):
         """Whether ``reset`` was called since the last episode ended."""
         return not self._needs_reset
 
+    def require_reset(self) -> None:
+        """Make ``step`` raise until the next ``reset``: for a caller that stepped the env below
+        this layer, saw its episode end and could not reset it."""
+        self._needs_reset = True
+
 
 class EpisodeStatistics(Wrapper[ObsT, ActT, ObsT, ActT]):
     """Add ``info["episode"]`` when an episode ends: return, length, success and wall time.
