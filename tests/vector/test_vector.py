@@ -278,37 +278,43 @@ def test_empty_reset_mask_and_empty_step_return_nothing(backend: str) -> None:
         assert len(venv.step(["\\boxed{1}"] * 3)[0]) == 3  # still usable
 
 
-def test_sync_hot_path_still_enforces_the_order() -> None:
-    """The sync hot path skips each env's order check only once every env has been reset."""
-    with gemgym.make_vec("bench:CpuBound-v0", 2, work_iters=1, episode_length=1) as venv:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hot_path_still_enforces_the_order(backend: str) -> None:
+    """The hot path skips each env's order check only once every env has been reset."""
+    opts: dict[str, Any] = {"num_workers": 2} if backend == "process" else {}
+    ids, kw = ["bench:CpuBound-v0"] * 3, [{"work_iters": 1, "episode_length": 1}] * 3
+    with make_vector_env(ids, kw, backend=backend, **opts) as venv:
         with pytest.raises(ResetNeeded):
-            venv.step(["a", "a"])  # before any reset
+            venv.step(["a"] * 3)  # before any reset
         venv.reset(seed=0)
-        for _ in range(3):  # every step ends both episodes; SAME_STEP resets them
-            _, _, te, _, infos = venv.step(["a", "a"])
-            assert te.tolist() == [True, True] and all("final_obs" in i for i in infos)
-        venv.call("step", "a")  # steps every env past the vector env: both episodes end
+        for _ in range(3):  # every step ends every episode; SAME_STEP resets them
+            _, _, te, _, infos = venv.step(["a"] * 3)
+            assert te.all() and all(i["final_obs"].startswith("step 1:") for i in infos)
+        venv.call("step", "a")  # steps every env past the vector env: the episodes end
         with pytest.raises(ResetNeeded):
-            venv.step(["a", "a"])
+            venv.step(["a"] * 3)
         venv.reset()
-        assert venv.step(["a", "a"])[2].tolist() == [True, True]
+        assert venv.step(["a"] * 3)[2].all()
 
 
-def test_sync_env_error_resets_the_envs_that_ended_before_it() -> None:
-    """As in the other backends, an env that ended before another env raised is reset."""
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_env_error_resets_the_envs_that_ended_before_it(backend: str) -> None:
+    """An env that ended before another env raised is reset, in every backend."""
     import functools
 
     from gemgym.vector.synthetic import FaultyEnv
 
+    opts: dict[str, Any] = {"num_workers": 1} if backend == "process" else {}
     fns = [functools.partial(FaultyEnv, episode_length=1)] * 3
-    with make_vector_env(env_fns=fns) as venv:
+    with make_vector_env(env_fns=fns, backend=backend, **opts) as venv:
         venv.reset(seed=0)
         venv.step(["ok"] * 3)  # the hot path is in use
         with pytest.raises(ValueError, match="asked to raise"):
             venv.step(["ok", "raise", "ok"])
-        assert venv.envs[0].unwrapped.t == 0  # type: ignore[attr-defined]
-        obs, _, te, _, _ = venv.step(["ok"] * 3)
-        assert te.tolist() == [True] * 3 and all(o.startswith("start ") for o in obs)
+        obs, _, te, _, infos = venv.step(["ok"] * 3)
+        assert te.all() and all(o.startswith("start ") for o in obs)
+        # env 0 was reset after its episode ended in the failed batch: this is its first step
+        assert [i["final_obs"].split(":")[0] for i in infos] == ["step 1"] * 3
 
 
 class _FailingReset(CpuBoundEnv):

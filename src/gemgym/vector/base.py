@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Callable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gemgym.core import Env
 from gemgym.errors import ClosedError, ConfigError, VectorEnvError
+from gemgym.wrappers.common import OrderEnforcing
 
 if TYPE_CHECKING:
     from gemgym.registry import EnvSpec
@@ -27,6 +30,7 @@ __all__ = [
     "EnvHandle",
     "EnvRecipe",
     "EnvSlot",
+    "SlotBatch",
     "StepTuple",
     "VecStep",
     "VectorEnv",
@@ -219,6 +223,122 @@ def step_all(slots: Sequence[EnvSlot], actions: Sequence[Any]) -> list[StepTuple
     return out
 
 
+FLOAT = np.dtype(np.float64)
+BOOL = np.dtype(bool)
+"""The dtypes of the reward and flag arrays (dtype objects: ``np.fromiter`` takes them fastest)."""
+
+Columns = tuple[
+    list[Any], Sequence[float], Sequence[bool], Sequence[bool], list[dict[str, Any]], bool, bool
+]
+"""What :meth:`SlotBatch.columns` returns."""
+
+
+class SlotBatch:
+    """The full-batch step of the envs one host holds: the hot path of the ``sync`` backend and
+    of each ``process`` worker.
+
+    The envs' bound ``step`` methods are called from C (``map`` + ``operator.call``) and the
+    results turned into columns once; only ended envs go through Python. In SAME_STEP mode, once
+    every env has been reset, the ``step`` and ``reset`` below an outermost
+    :class:`~gemgym.wrappers.OrderEnforcing` are called: each ended env is reset before the batch
+    returns, so that layer's check could never fire, and it stays ready.
+
+    Call :meth:`forget` after anything that steps or resets the envs through their slots and
+    raises, or that this class cannot see (``call``): the layers are then looked at again.
+    """
+
+    __slots__ = ("mode", "resets", "slots", "steps")
+
+    def __init__(self, slots: Sequence[EnvSlot], mode: AutoresetMode) -> None:
+        self.slots = list(slots)
+        self.mode = mode
+        self.steps: list[Any] | None = None
+        """The bound step methods of the hot path; made by :meth:`hot`, dropped by
+        :meth:`forget`."""
+        self.resets: list[Any] = []
+        """The matching bound reset methods."""
+
+    def forget(self) -> None:
+        """Drop the cached methods: the next batch checks the order layers again."""
+        self.steps = None
+
+    def hot(self) -> list[Any]:
+        """Make (and, but while an env's order layer must refuse the step, cache) the hot
+        path's step methods and their resets."""
+        envs = [s.env for s in self.slots]
+        same_step = self.mode is AutoresetMode.SAME_STEP
+        ready = same_step and all(e.has_reset for e in envs if type(e) is OrderEnforcing)
+        if ready:
+            envs = [e.env if type(e) is OrderEnforcing else e for e in envs]
+        steps = [e.step for e in envs]
+        self.resets = [e.reset for e in envs]
+        self.steps = steps if ready or not same_step else None
+        return steps
+
+    def run(self, actions: Sequence[Any]) -> list[StepTuple]:
+        """Step every env with its action (no autoreset yet: see :meth:`autoreset`)."""
+        if self.mode is AutoresetMode.NEXT_STEP:
+            return step_all(self.slots, actions)
+        done: list[StepTuple] = []
+        try:
+            done.extend(map(operator.call, self.steps or self.hot(), actions))
+        except BaseException:
+            self.fail(done)
+            raise
+        return done
+
+    def autoreset(
+        self,
+        ended: Iterable[int],
+        obs: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        obs_out: list[Any],
+        infos_out: list[dict[str, Any]],
+    ) -> None:
+        """SAME_STEP: reset the ``ended`` envs; their reset observation and info (with the
+        terminal ``final_obs`` and ``final_info``) replace theirs in ``obs_out``/``infos_out``."""
+        resets = self.resets
+        for i in ended:
+            try:
+                obs_out[i], reset_info = resets[i]()
+            except BaseException:
+                self.reset_failed(i)
+                raise
+            infos_out[i] = {**reset_info, "final_obs": obs[i], "final_info": infos[i]}
+
+    def columns(self, actions: Sequence[Any]) -> Columns:
+        """:meth:`run` and :meth:`autoreset` for one action per env (at least one env):
+        ``(observations, rewards, terminated, truncated, infos, any_terminated,
+        any_truncated)``, the first five as columns (one entry per env)."""
+        obs, rewards, terminated, truncated, infos = zip(*self.run(actions), strict=True)
+        obs_l, infos_l = list(obs), list(infos)
+        any_term, any_trunc = True in terminated, True in truncated
+        if (any_term or any_trunc) and self.mode is AutoresetMode.SAME_STEP:
+            ended = compress(range(len(obs)), map(operator.or_, terminated, truncated))
+            self.autoreset(ended, obs, infos, obs_l, infos_l)
+        return obs_l, rewards, terminated, truncated, infos_l, any_term, any_trunc
+
+    def fail(self, done: list[StepTuple]) -> None:
+        """An env raised after the envs of ``done`` were stepped: in SAME_STEP mode, reset
+        those that ended (as a slot does, one env at a time); look at the layers again."""
+        self.steps = None
+        if self.mode is AutoresetMode.SAME_STEP:
+            for i, result in enumerate(done):
+                if result[2] or result[3]:
+                    try:
+                        self.resets[i]()
+                    except Exception:  # the first env's error is the one raised
+                        self.reset_failed(i)
+
+    def reset_failed(self, i: int) -> None:
+        """Env ``i`` ended and its reset raised: its order layer, which did not see the end,
+        must refuse the next step."""
+        self.steps = None
+        env = self.slots[i].env
+        if type(env) is OrderEnforcing:
+            env.require_reset()
+
+
 def stack(results: Sequence[StepTuple]) -> VecStep:
     """Turn per-env results into the batched 5-tuple."""
     return stack_columns(*(zip(*results, strict=True) if results else ([],) * 5))
@@ -269,6 +389,7 @@ class VectorEnv:
         self.num_envs = len(self.recipes)
         self.autoreset_mode = AutoresetMode.coerce(autoreset_mode)
         self._last_seeds: dict[int, int] = {}  # env index -> the seed of its last seeded reset
+        self._false = np.zeros(self.num_envs, dtype=bool)  # an all-False flag column to copy
 
     # -- argument handling (shared by all backends) ---------------------------------------
     def _check_open(self) -> None:

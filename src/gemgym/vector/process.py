@@ -46,8 +46,11 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from multiprocessing.connection import Connection
 from typing import Any
+
+import numpy as np
 
 from gemgym.errors import VectorEnvError
 from gemgym.vector._channel import (
@@ -57,16 +60,18 @@ from gemgym.vector._channel import (
     shared_memory_supported,
 )
 from gemgym.vector.base import (
+    BOOL,
+    FLOAT,
     AutoresetMode,
+    Columns,
     EnvRecipe,
     EnvSlot,
     ResetItem,
+    SlotBatch,
     StepTuple,
     VecStep,
     VectorEnv,
     group_items,
-    stack_columns,
-    step_all,
 )
 
 __all__ = ["ProcessVectorEnv"]
@@ -133,6 +138,7 @@ def _worker_main(
         slots = [
             EnvSlot(r.build(), mode, needs_reset, s) for r, s in zip(recipes, seeds, strict=True)
         ]
+        batch = SlotBatch(slots, mode)
     except BaseException as e:
         send(dumps(("error", _pack_error(e)), _PROTOCOL))
         return
@@ -145,12 +151,17 @@ def _worker_main(
         try:
             if cmd == "stepall":  # one action per env of this worker, in order: the hot path
                 # sent as five columns: fewer objects to pickle and to unpickle than N tuples
-                out: Any = tuple(zip(*step_all(slots, payload), strict=True))
+                out: Any = batch.columns(payload)
             elif cmd == "step":
-                out = [slots[j].step(a) for j, a in payload]
+                try:
+                    out = [slots[j].step(a) for j, a in payload]
+                except BaseException:
+                    batch.forget()  # an env may be left ended
+                    raise
             elif cmd == "reset":
                 out = [slots[j].reset(s, o) for j, s, o in payload]
             elif cmd == "call":
+                batch.forget()  # the call may step or reset the envs
                 name, args = payload
                 out = [s.call(name, args) for s in slots]
             elif cmd == "close":
@@ -465,16 +476,33 @@ class ProcessVectorEnv(VectorEnv):
         finally:
             for wk in workers:
                 wk.lock.release()
-        if len(parts) == 1:
-            return stack_columns(*parts[0])
-        return stack_columns(*([x for part in parts for x in part[c]] for c in range(5)))
+        return self._merge(parts)
 
-    def _lost_block(self, wk: _Worker, actions: list[Any], reason: str) -> tuple[Any, ...]:
-        """The loss reports of a lost worker's block, as the five columns of a reply."""
+    def _merge(self, parts: list[Columns]) -> VecStep:
+        """The batched 5-tuple from the workers' replies, in env order; a flag column with no
+        true entry is a copy of a zero array, not read."""
+        n = self.num_envs
+        each = chain.from_iterable
+        return (
+            list(each([p[0] for p in parts])),
+            np.fromiter(each([p[1] for p in parts]), FLOAT, n),
+            np.fromiter(each([p[2] for p in parts]), BOOL, n)
+            if True in [p[5] for p in parts]
+            else self._false.copy(),
+            np.fromiter(each([p[3] for p in parts]), BOOL, n)
+            if True in [p[6] for p in parts]
+            else self._false.copy(),
+            list(each([p[4] for p in parts])),
+        )
+
+    def _lost_block(self, wk: _Worker, actions: list[Any], reason: str) -> Columns:
+        """The loss reports of a lost worker's block, as a reply's columns."""
         todo = [(wk.lo + j, j, a) for j, a in enumerate(actions[wk.lo : wk.hi])]
         results: list[Any] = [None] * self.num_envs
         self._fill_lost(wk, todo, results, reason)
-        return tuple(zip(*results[wk.lo : wk.hi], strict=True))
+        obs, rewards, terminated, truncated, infos = zip(*results[wk.lo : wk.hi], strict=True)
+        any_term, any_trunc = True in terminated, True in truncated
+        return list(obs), rewards, terminated, truncated, list(infos), any_term, any_trunc
 
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         results: list[Any] = [None] * len(items)
