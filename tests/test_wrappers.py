@@ -54,6 +54,19 @@ def test_order_enforcing_after_episode_end() -> None:
     env.step(r"\boxed{1}")
 
 
+def test_order_enforcing_require_reset() -> None:
+    env = _guess("easy")
+    assert isinstance(env, OrderEnforcing)
+    env.reset(seed=0)
+    env.require_reset()
+    assert not env.has_reset
+    with pytest.raises(ResetNeeded):
+        env.step(r"\boxed{1}")
+    env.reset()
+    assert env.has_reset
+    env.step(r"\boxed{1}")
+
+
 def test_episode_statistics() -> None:
     env = EpisodeStatistics(_guess("easy"))
     env.reset(seed=0)
