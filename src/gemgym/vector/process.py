@@ -150,7 +150,7 @@ def _worker_main(
             break
         try:
             if cmd == "stepall":  # one action per env of this worker, in order: the hot path
-                # sent as five columns: fewer objects to pickle and to unpickle than N tuples
+                # sent as five columns (and two flags): fewer objects to pickle than N tuples
                 out: Any = batch.columns(payload)
             elif cmd == "step":
                 try:
