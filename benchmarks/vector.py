@@ -67,15 +67,23 @@ def timed(step: Callable[[int], None], budget: float, repeats: int = REPEATS) ->
     return best
 
 
+def action_batches(pool: list[Any], n: int) -> list[list[Any]]:
+    """Batch ``k`` gives env ``i`` the action ``pool[(k + i) % len(pool)]``: the same actions
+    for the loop and every backend, made before the timing."""
+    m = len(pool)
+    return [[pool[(k + i) % m] for i in range(n)] for k in range(m)]
+
+
 def run_loop(env_id: str, n: int, pool: list[Any], budget: float) -> float:
     envs = [gemgym.make(env_id) for _ in range(n)]
     for i, e in enumerate(envs):
         e.reset(seed=i)
-    m = len(pool)
+    batches = action_batches(pool, n)
+    m = len(batches)
 
     def step(k: int) -> None:
-        for i, env in enumerate(envs):
-            _, _, terminated, truncated, _ = env.step(pool[(k + i) % m])
+        for env, action in zip(envs, batches[k % m], strict=True):
+            _, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 env.reset()
 
@@ -90,8 +98,8 @@ def run_vec(env_id: str, n: int, column: str, pool: list[Any], budget: float) ->
     opts = {"num_workers": 2} if backend == "process" else {}
     venv: VectorEnv = gemgym.make_vec(env_id, n, backend=backend, backend_options=opts)
     venv.reset(seed=0)
-    m = len(pool)
-    batches = [[pool[(k + i) % m] for i in range(n)] for k in range(m)]
+    batches = action_batches(pool, n)
+    m = len(batches)
     try:
         if column == "asyncio":
 
