@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from typing import Any
@@ -14,12 +15,19 @@ import gemgym
 from gemgym.errors import ClosedError, ConfigError, ResetNeeded, VectorEnvError
 from gemgym.testing import check_env
 from gemgym.vector import AutoresetMode, VectorEnv, make_vector_env
-from gemgym.vector.synthetic import CpuBoundEnv
+from gemgym.vector.synthetic import CpuBoundEnv, FaultyEnv
 
 BACKENDS = ["sync", "thread", "process"]
 GTN = "game:GuessTheNumber-v0-hard"
 MIXED = [GTN, "game:GuessTheNumber-v0-easy", "bench:CpuBound-v0", GTN, "bench:Sleep-v0"]
 MIXED_KW: list[dict[str, Any]] = [{}, {}, {"work_iters": 10}, {}, {"sleep_s": 0.0}]
+
+
+def make_faulty(backend: str, n: int, episode_length: int, num_workers: int = 2) -> VectorEnv:
+    """``n`` FaultyEnvs (they raise on the action ``"raise"``) on ``backend``."""
+    opts: dict[str, Any] = {"num_workers": num_workers} if backend == "process" else {}
+    fns = [functools.partial(FaultyEnv, episode_length=episode_length)] * n
+    return make_vector_env(env_fns=fns, backend=backend, **opts)
 
 
 def make_mixed(backend: str, mode: str, **opts: Any) -> VectorEnv:
@@ -248,13 +256,7 @@ def test_handles_step_independently_and_match_sync(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_env_exception_is_raised_as_itself_and_the_batch_goes_on(backend: str) -> None:
-    import functools
-
-    from gemgym.vector.synthetic import FaultyEnv
-
-    opts: dict[str, Any] = {"num_workers": 2} if backend == "process" else {}
-    fns = [functools.partial(FaultyEnv, episode_length=50)] * 4
-    with make_vector_env(env_fns=fns, backend=backend, **opts) as venv:
+    with make_faulty(backend, 4, episode_length=50) as venv:
         venv.reset(seed=0)
         with pytest.raises(ValueError, match="asked to raise"):
             venv.step(["ok", "raise", "ok", "ok"])
@@ -300,13 +302,7 @@ def test_hot_path_still_enforces_the_order(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_env_error_resets_the_envs_that_ended_before_it(backend: str) -> None:
     """An env that ended before another env raised is reset, in every backend."""
-    import functools
-
-    from gemgym.vector.synthetic import FaultyEnv
-
-    opts: dict[str, Any] = {"num_workers": 1} if backend == "process" else {}
-    fns = [functools.partial(FaultyEnv, episode_length=1)] * 3
-    with make_vector_env(env_fns=fns, backend=backend, **opts) as venv:
+    with make_faulty(backend, 3, episode_length=1, num_workers=1) as venv:
         venv.reset(seed=0)
         venv.step(["ok"] * 3)  # the hot path is in use
         with pytest.raises(ValueError, match="asked to raise"):
@@ -331,8 +327,6 @@ class _FailingReset(CpuBoundEnv):
 
 
 def test_sync_env_whose_autoreset_failed_needs_a_reset() -> None:
-    import functools
-
     from gemgym.wrappers import OrderEnforcing
 
     fns = [functools.partial(_FailingReset, episode_length=1, work_iters=1)] * 2

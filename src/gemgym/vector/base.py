@@ -39,6 +39,10 @@ __all__ = [
 
 EnvFactory = Callable[[], Env[Any, Any]]
 WrapperFactory = Callable[[Env[Any, Any]], Env[Any, Any]]
+FLOAT = np.dtype(np.float64)
+BOOL = np.dtype(bool)
+"""The dtypes of the reward and flag arrays (dtype objects: ``np.fromiter`` takes them fastest)."""
+
 StepTuple = tuple[Any, float, bool, bool, dict[str, Any]]
 """One env's ``(observation, reward, terminated, truncated, info)``."""
 VecStep = tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]
@@ -223,10 +227,6 @@ def step_all(slots: Sequence[EnvSlot], actions: Sequence[Any]) -> list[StepTuple
     return out
 
 
-FLOAT = np.dtype(np.float64)
-BOOL = np.dtype(bool)
-"""The dtypes of the reward and flag arrays (dtype objects: ``np.fromiter`` takes them fastest)."""
-
 Columns = tuple[
     list[Any], Sequence[float], Sequence[bool], Sequence[bool], list[dict[str, Any]], bool, bool
 ]
@@ -263,8 +263,8 @@ class SlotBatch:
         self.steps = None
 
     def hot(self) -> list[Any]:
-        """Make (and, but while an env's order layer must refuse the step, cache) the hot
-        path's step methods and their resets."""
+        """Make the hot path's step methods (and their resets, in :attr:`resets`). They are
+        cached, except while an env never reset must still meet its order layer's refusal."""
         envs = [s.env for s in self.slots]
         same_step = self.mode is AutoresetMode.SAME_STEP
         ready = same_step and all(e.has_reset for e in envs if type(e) is OrderEnforcing)
@@ -356,9 +356,9 @@ def stack_columns(
     n = len(obs)
     return (
         list(obs),
-        np.fromiter(rewards, np.float64, n),
-        np.fromiter(terminated, bool, n),
-        np.fromiter(truncated, bool, n),
+        np.fromiter(rewards, FLOAT, n),
+        np.fromiter(terminated, BOOL, n),
+        np.fromiter(truncated, BOOL, n),
         list(infos),
     )
 
