@@ -21,11 +21,13 @@ reward        1.0 when every test passes, else 0.0 (``fractional_reward=True``: 
               passed); no code block: −0.1 with ``info["format_error"]``. Single step
               (``terminated``), observation ``"<｜TERMINAL_STATE｜>"``
 grading       stdin/stdout tests run in parallel in the sandbox (one run per test, at most
-              ``max_tests``, the longest inputs first as GEM), compared after stripping the whole
-              output and each line's trailing spaces; a failure stops the grading early unless
-              rewards are fractional. Function-call tests run the tests after the program in
-              the same interpreter and pass only if they complete (``sys.exit(0)`` in the
-              program does not pass them)
+              ``max_tests``, the longest inputs first as GEM), compared on the host after
+              stripping the whole output and each line's trailing spaces; a failure stops the
+              grading early unless rewards are fractional. Function-call tests run in a
+              separate trusted process of the sandbox against proxies of the program's
+              functions: calls run in the program's process and only plain values come back,
+              so a result with a lying ``__eq__``, a patched ``builtins``, a forged status or
+              ``sys.exit(0)`` cannot pass them (see ``docs/sandbox.md``)
 info          ``passed``, ``total``, ``success``, ``correct``, ``failure`` (first failing test:
               why), ``index``
 expert        the reference solution when the item has one (shipped data and HumanEval)
@@ -188,6 +190,8 @@ def _failure(result: RunResult, what: str) -> str:
     if result.exit_code != 0:
         last = result.stderr.strip().splitlines()[-1:] or [f"exit status {result.exit_code}"]
         return f"{what}: {last[0]}"
+    if result.check_error:
+        return f"{what}: {result.check_error}"
     return f"{what}: wrong answer"
 
 
@@ -300,8 +304,15 @@ class CodeEnv(DatasetEnv[str]):
             info = {"format_error": True, "success": False, "correct": False, "passed": 0}
             return FORMAT_PENALTY, {**info, "total": suite.total}
         if suite.asserts is not None:
+            entry = item.get("entry_point")
             result = self.sandbox.run(
-                RunRequest(suite.prefix + code, check=suite.asserts, timeout=self.timeout)
+                RunRequest(
+                    code,
+                    check=suite.asserts,
+                    prefix=suite.prefix,
+                    entry_point=str(entry) if entry else None,
+                    timeout=self.timeout,
+                )
             )
             passed = 1 if result.ok and result.check_passed else 0
             failure = None if passed else _failure(result, "tests")

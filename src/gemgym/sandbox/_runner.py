@@ -1,18 +1,31 @@
 """The program that runs inside a sandbox (standard library only, no gemgym imports).
 
 Its source text is passed to the sandboxed interpreter with ``python -I -c``; the host also
-imports it for :func:`pump`. Two entry points:
+imports it for :func:`pump` and the value codec. The entry point is :func:`main_server`, a
+fork-server that answers length-prefixed JSON run specs on stdin with JSON responses on stdout
+(the warm pool keeps one per worker; the one-shot backends send it a single request).
 
-* :func:`main_oneshot` — one snippet per interpreter: read the run spec from the head of stdin
-  (``<length>\\n<json>``), apply the limits, run the snippet, write the outcome to the status fd.
-* :func:`main_server` — the warm fork-server: read length-prefixed JSON requests on stdin, fork one
-  child per snippet (limits applied in the child), kill every other process in the sandbox's PID
-  namespace after each run, empty ``/tmp``, and answer with a JSON response on stdout.
+For each run the server forks:
 
-A run spec is a dict: ``code``, ``setup`` (run first with its output discarded), ``check`` (run after
-``code`` in the same namespace; ``check_passed`` is reported only when it completes), ``files``
-(name -> text, written to the working directory), ``stdin`` and the limits ``cpu``, ``memory``,
-``fsize``, ``nproc``, ``timeout``, ``max_output``.
+* the **program** (untrusted): the snippet, with the run's rlimits, in a fresh working directory;
+* for runs with hidden tests (``check``), a **test process** (trusted, forked from the server
+  before any untrusted code ran in it): it runs the tests against *proxies* of the program's
+  top-level names. Every call goes to the program over a pipe; arguments and results cross as
+  plain data only (``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes`` and
+  lists, tuples, dicts, sets and frozensets of them, exact types only), so a result whose
+  ``__eq__`` lies, a patched ``builtins`` or a forged status cannot make a test pass: the verdict
+  is computed in the test process, from values rebuilt there, and only it can write the verdict.
+
+After the run the server kills every other process of the sandbox whatever its state (it is PID 1
+of the sandbox's PID namespace: ``kill(-1, SIGKILL)`` reaches all of them), empties ``/tmp`` and
+``/dev/shm`` (whatever modes the program set), and *verifies* that no process, file or System V
+IPC object is left; a run after which that cannot be verified is reported ``unclean`` and the
+host retires the worker.
+
+A run spec is a dict: ``code``, ``prefix`` (trusted code run before ``code`` and before the
+tests), ``setup`` (run before ``code`` with its output discarded), ``check``, ``entry_point``,
+``files`` (name -> text, written to the working directory), ``stdin`` and the limits ``cpu``,
+``memory``, ``fsize``, ``nproc``, ``timeout``, ``max_output``.
 """
 
 from __future__ import annotations
@@ -25,10 +38,125 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 KILL_TIMEOUT = "timeout"
 KILL_OUTPUT = "output"
+ACK = b"R"
+"""Written by the server as soon as it has read a request (before anything of it runs)."""
+MAX_MESSAGE = 64 << 20
+"""Largest message between the program and the test process."""
+MAX_DEPTH = 200
+"""Deepest nesting of a value sent between them."""
+
+
+# -- plain values --------------------------------------------------------------------------------
+
+_SCALARS = (type(None), bool, int, float, str)
+
+
+def encode_value(value: Any, refs: Callable[[Any], int] | None = None, depth: int = 0) -> Any:
+    """``value`` as JSON data, for plain built-in values only (exact types, no subclasses).
+
+    Anything else becomes ``{"r": id}`` through ``refs`` (an object kept on the sending side),
+    or raises :class:`TypeError` when ``refs`` is ``None``.
+    """
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    kind = type(value)
+    if kind in _SCALARS:
+        if kind is int and (value > 1 << 62 or value < -(1 << 62)):
+            return {"i": str(value)}
+        return value
+    if kind is list:
+        return [encode_value(v, refs, depth + 1) for v in value]
+    if kind is tuple:
+        return {"t": [encode_value(v, refs, depth + 1) for v in value]}
+    if kind is dict:
+        return {
+            "d": [
+                [encode_value(k, refs, depth + 1), encode_value(v, refs, depth + 1)]
+                for k, v in value.items()
+            ]
+        }
+    if kind is set:
+        return {"s": [encode_value(v, refs, depth + 1) for v in value]}
+    if kind is frozenset:
+        return {"f": [encode_value(v, refs, depth + 1) for v in value]}
+    if kind is bytes:
+        return {"b": value.hex()}
+    if kind is complex:
+        return {"c": [value.real, value.imag]}
+    if refs is None:
+        raise TypeError(f"a {kind.__name__} is not a plain value")
+    return {"r": refs(value)}
+
+
+def decode_value(data: Any, refs: Callable[[int], Any] | None = None, depth: int = 0) -> Any:
+    """Rebuild a value encoded by :func:`encode_value` from JSON data (untrusted input).
+
+    Only plain built-in objects come out (and what ``refs`` makes of ``{"r": id}``).
+
+    Raises:
+        ValueError: the data is not a valid encoding.
+    """
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    kind = type(data)
+    if kind in _SCALARS:
+        return data
+    if kind is list:
+        return [decode_value(v, refs, depth + 1) for v in data]
+    if kind is not dict or len(data) != 1:
+        raise ValueError("not an encoded value")
+    ((tag, body),) = data.items()
+    if tag == "i" and type(body) is str:
+        return int(body)
+    if tag in ("t", "s", "f", "d", "c") and type(body) is not list:
+        raise ValueError("not an encoded value")
+    try:
+        if tag == "t":
+            return tuple(decode_value(v, refs, depth + 1) for v in body)
+        if tag == "s":
+            return {decode_value(v, refs, depth + 1) for v in body}
+        if tag == "f":
+            return frozenset(decode_value(v, refs, depth + 1) for v in body)
+        if tag == "d":
+            out = {}
+            for pair in body:
+                if type(pair) is not list or len(pair) != 2:
+                    raise ValueError("not an encoded value")
+                out[decode_value(pair[0], refs, depth + 1)] = decode_value(pair[1], refs, depth + 1)
+            return out
+    except TypeError as e:  # an unhashable key or member
+        raise ValueError(str(e)) from None
+    if tag == "b" and type(body) is str:
+        return bytes.fromhex(body)
+    if tag == "c" and len(body) == 2 and all(type(x) in (int, float) for x in body):
+        return complex(body[0], body[1])
+    if tag == "r" and type(body) is int and refs is not None:
+        return refs(body)
+    raise ValueError("not an encoded value")
+
+
+def send_message(fd: int, message: dict[str, Any]) -> None:
+    """Write a length-prefixed JSON message."""
+    body = json.dumps(message).encode()
+    write_all(fd, len(body).to_bytes(4, "big") + body)
+
+
+def recv_message(fd: int, limit: int = MAX_MESSAGE) -> dict[str, Any]:
+    """Read a length-prefixed JSON message (``EOFError`` when the stream closed)."""
+    size = int.from_bytes(_read_exact(fd, 4), "big")
+    if size > limit:
+        raise ValueError(f"message of {size} bytes (limit {limit})")
+    message = json.loads(_read_exact(fd, size))
+    if type(message) is not dict:
+        raise ValueError("not a message")
+    return message
+
+
+# -- i/o -----------------------------------------------------------------------------------------
 
 
 def pump(
@@ -38,14 +166,16 @@ def pump(
     deadline: float,
     max_output: int,
     kill: Callable[[], None],
-    exit_fd: int | None = None,
+    exit_fds: list[int] = (),  # type: ignore[assignment]
 ) -> tuple[list[bytes], str | None]:
     """Feed ``data`` to ``stdin_fd`` and read ``out_fds`` until they close.
 
-    With ``exit_fd`` (a pidfd of the program), stops once the program has exited and what it
-    wrote is drained, even when a background process still holds the pipes open. Stops early (calling ``kill``) at ``deadline`` (``time.monotonic()``) or once more than
+    With ``exit_fds`` (pidfds of the processes), stops once all of them have exited and what
+    they wrote is drained, even when a background process still holds the pipes open. Stops
+    early (calling ``kill``) at ``deadline`` (``time.monotonic()``) or once more than
     ``max_output`` bytes were read in total. Returns the bytes read per fd (capped at
-    ``max_output`` in total) and ``"timeout"``, ``"output"`` or ``None``. Closes every fd given.
+    ``max_output`` in total) and ``"timeout"``, ``"output"`` or ``None``. Closes every fd given
+    except the ``exit_fds``.
     """
     sel = selectors.DefaultSelector()
     bufs: dict[int, list[bytes]] = {fd: [] for fd in out_fds}
@@ -60,9 +190,10 @@ def pump(
         else:
             os.close(stdin_fd)
             stdin_fd = None
-    if exit_fd is not None:
-        sel.register(exit_fd, selectors.EVENT_READ)
-    exited = False
+    running = set(exit_fds)
+    for fd in running:
+        sel.register(fd, selectors.EVENT_READ)
+    exited = not running
     total = 0
     reason: str | None = None
     open_reads = len(out_fds)
@@ -71,14 +202,15 @@ def pump(
         if left <= 0:
             reason = KILL_TIMEOUT
             break
-        events = sel.select(0 if exited else min(left, 1.0))
-        if exited and not any(int(k.fd) in bufs for k, _ in events):
-            break  # the program is gone and its output is drained
+        events = sel.select(0 if exited and exit_fds else min(left, 1.0))
+        if exited and exit_fds and not any(int(k.fd) in bufs for k, _ in events):
+            break  # the processes are gone and their output is drained
         for key, _ in events:
             fd = int(key.fd)
-            if fd == exit_fd:
+            if fd in running:
                 sel.unregister(fd)
-                exited = True
+                running.discard(fd)
+                exited = not running
                 continue
             if fd == stdin_fd:
                 try:
@@ -119,6 +251,27 @@ def pump(
     return [b"".join(bufs[fd]) for fd in out_fds], reason
 
 
+def _read_exact(fd: int, n: int) -> bytes:
+    parts = []
+    while n > 0:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("stream closed")
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to a blocking ``fd``."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+
 def apply_limits(spec: dict[str, Any]) -> None:
     """Apply the run's resource limits to this process (inherited by its children)."""
     import resource
@@ -156,8 +309,63 @@ def _print_exc(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb)
 
 
-def run_snippet(spec: dict[str, Any], status_fd: int) -> None:
-    """Run ``spec``'s code as ``__main__`` in this process, report, and ``os._exit``."""
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+# -- the program (untrusted) ---------------------------------------------------------------------
+
+
+def _serve_calls(namespace: dict[str, Any], call_in: int, call_out: int) -> None:
+    """Send the program's top-level names to the test process and answer its calls."""
+    import types
+
+    table: list[Any] = []
+
+    def keep(obj: Any) -> int:
+        table.append(obj)
+        return len(table) - 1
+
+    def lookup(ref: int) -> Any:
+        return table[ref]
+
+    names = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__") or isinstance(value, types.ModuleType):
+            continue
+        names[name] = encode_value(value, keep)
+    send_message(call_out, {"names": names})
+    while True:
+        try:
+            msg = recv_message(call_in)
+        except (EOFError, OSError):
+            return
+        try:
+            target = lookup(int(msg["ref"]))
+            op = msg.get("op")
+            if op == "call":
+                args = decode_value(msg.get("args", []), lookup)
+                kwargs = decode_value(msg.get("kwargs", {"d": []}), lookup)
+                result = target(*args, **kwargs)
+            elif op == "getattr":
+                result = getattr(target, str(msg["name"]))
+            elif op == "list":
+                result = list(target)
+            else:
+                raise ValueError(f"unknown operation {op!r}")
+            reply = {"value": encode_value(result, keep)}
+        except SystemExit as e:
+            reply = {"raise": "SystemExit", "message": str(e.code)}
+        except BaseException as e:
+            reply = {"raise": type(e).__name__, "message": str(e)[:2000]}
+        _flush()
+        send_message(call_out, reply)
+
+
+def run_program(spec: dict[str, Any], call_fds: tuple[int, int] | None) -> NoReturn:
+    """Run the spec's program as ``__main__`` in this process (then serve calls), and exit."""
     import builtins
     import io
     import types
@@ -171,7 +379,6 @@ def run_snippet(spec: dict[str, Any], status_fd: int) -> None:
     sys.modules["__main__"] = module
     sys.argv = ["-c"]
     namespace = module.__dict__
-    status: dict[str, Any] = {"memory_error": False, "check_passed": None}
     code = 0
     setup = spec.get("setup")
     if setup:
@@ -183,65 +390,128 @@ def run_snippet(spec: dict[str, Any], status_fd: int) -> None:
             pass
         finally:
             sys.stdout, sys.stderr = real_out, real_err
-    check = spec.get("check")
     try:
-        exec(compile(spec.get("code", ""), "<string>", "exec"), namespace)
-        if check is not None:
-            status["check_passed"] = False
-            exec(compile(check, "<check>", "exec"), namespace)
-            status["check_passed"] = True
+        source = (spec.get("prefix") or "") + (spec.get("code") or "")
+        exec(compile(source, "<string>", "exec"), namespace)
+        if call_fds is not None:
+            _flush()
+            _serve_calls(namespace, *call_fds)
     except SystemExit as e:
         code = _exit_code(e)
-    except MemoryError as e:
-        status["memory_error"] = True
-        _print_exc(e)
-        code = 1
     except BaseException as e:
         _print_exc(e)
         code = 1
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
-    if status_fd >= 0:
-        with contextlib.suppress(OSError):
-            os.write(status_fd, json.dumps(status).encode())
+    _flush()
     os._exit(code)
 
 
-def _read_exact(fd: int, n: int) -> bytes:
-    parts = []
-    while n > 0:
-        chunk = os.read(fd, min(n, 1 << 20))
-        if not chunk:
-            raise EOFError("stream closed")
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
+# -- the hidden tests (trusted) ------------------------------------------------------------------
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to a blocking ``fd``."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+class ProgramError(Exception):
+    """The program raised an exception that is not one of Python's built-in ones."""
 
 
-def main_oneshot(status_fd: int) -> None:
-    """Read the spec from the head of stdin and run it (one snippet per interpreter)."""
-    header = b""
-    while not header.endswith(b"\n"):
-        header += os.read(0, 1)
-        if len(header) > 24:
-            raise SystemExit("bad run header")
-    spec = json.loads(_read_exact(0, int(header)))
-    run_snippet(spec, status_fd)
+def run_check(spec: dict[str, Any], call_in: int, call_out: int, verdict_fd: int) -> NoReturn:
+    """Run the spec's tests against proxies of the program, and write the verdict."""
+    import builtins
+
+    verdict: dict[str, Any] = {"passed": False, "error": None}
+
+    def rpc(message: dict[str, Any]) -> Any:
+        try:
+            send_message(call_out, message)
+            reply = recv_message(call_in)
+        except (EOFError, OSError) as e:
+            raise ProgramError("the program stopped answering") from e
+        if "raise" in reply:
+            name, text = str(reply["raise"]), str(reply.get("message", ""))
+            cls = getattr(builtins, name, None)
+            if (
+                isinstance(cls, type)
+                and issubclass(cls, Exception)
+                and cls.__module__ == "builtins"
+            ):
+                raise cls(text)
+            raise ProgramError(f"{name}: {text}")
+        return decode_value(reply.get("value"), remote)
+
+    class Remote:
+        """An object that lives in the program's process (a function, an instance, ...)."""
+
+        __slots__ = ("_ref",)
+
+        def __init__(self, ref: int) -> None:
+            self._ref = ref
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return rpc(
+                {
+                    "op": "call",
+                    "ref": self._ref,
+                    "args": enc(list(args)),
+                    "kwargs": enc(dict(kwargs)),
+                }
+            )
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return rpc({"op": "getattr", "ref": self._ref, "name": name})
+
+        def __iter__(self) -> Any:
+            return iter(rpc({"op": "list", "ref": self._ref}))
+
+        def __repr__(self) -> str:
+            return f"<object of the program #{self._ref}>"
+
+    def remote(ref: int) -> Remote:
+        return Remote(ref)
+
+    def enc(value: Any) -> Any:
+        def ref_of(obj: Any) -> int:
+            if type(obj) is Remote:
+                return obj._ref
+            raise TypeError(
+                f"a test argument of type {type(obj).__name__} cannot be sent to the program "
+                "(only plain values and the program's own objects)"
+            )
+
+        return encode_value(value, ref_of)
+
+    try:
+        apply_limits({**spec, "nproc": None, "fsize": None})
+        try:
+            manifest = recv_message(call_in)
+        except (EOFError, OSError, ValueError):
+            raise ProgramError("the program did not finish") from None
+        names = manifest.get("names")
+        if type(names) is not dict:
+            raise ProgramError("the program sent no names")
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        prefix = spec.get("prefix") or ""
+        if prefix:
+            exec(compile(prefix, "<prefix>", "exec"), namespace)
+        trusted = set(namespace) - {spec.get("entry_point")}
+        for name, data in names.items():
+            if type(name) is str and name not in trusted:
+                namespace[name] = decode_value(data, remote)
+        exec(compile(spec.get("check") or "", "<check>", "exec"), namespace)
+        verdict["passed"] = True
+    except BaseException as e:
+        _print_exc(e)
+        verdict["error"] = f"{type(e).__name__}: {e}"[:2000]
+    _flush()
+    with contextlib.suppress(OSError):
+        write_all(verdict_fd, json.dumps(verdict).encode())
+    os._exit(0)
 
 
-# -- the warm fork-server --------------------------------------------------------------------
+# -- the fork-server -----------------------------------------------------------------------------
 
 
 def _set_not_dumpable() -> None:
-    """Stop snippets (same uid) from ptrace-ing the server or reading its memory."""
+    """Stop processes of the same uid from ptrace-ing this one or reading its memory."""
     try:
         import ctypes
 
@@ -250,42 +520,37 @@ def _set_not_dumpable() -> None:
         pass
 
 
-def _stray_pids() -> list[int]:
+def _other_pids() -> list[int]:
     me = os.getpid()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) not in (1, me):
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state not in (b"Z", b"X"):
-                found.append(int(entry))
-    return found
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) not in (1, me)]
 
 
-def _kill_strays() -> int:
-    """Kill every process in the sandbox except PID 1 (bwrap) and this server."""
-    killed = 0
-    for _ in range(200):
-        pids = _stray_pids()
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
+def _reap() -> None:
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def _kill_everything() -> tuple[int, str | None]:
+    """Kill every other process of the sandbox, whatever its state; verify that none is left.
+
+    Returns how many were found and, if some survived, what was left.
+    """
+    found = len(_other_pids())
+    deadline = time.monotonic() + 2.0
+    while True:
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)  # every process but PID 1 and this one
+        _reap()
+        left = _other_pids()
+        if not left:
+            return found, None
+        if time.monotonic() > deadline:
+            return found, f"processes left after the run: {left[:10]}"
         time.sleep(0.001)
-    return killed
 
 
 _MOUNTS: list[str] | None = None
@@ -308,119 +573,237 @@ def _mount_points() -> list[str]:
     return _MOUNTS
 
 
-def _empty_dir(path: str) -> None:
-    """Delete everything under ``path`` except mount points (and the directories holding them).
-
-    An interpreter or venv that lives under ``/tmp`` on the host (a CI checkout) is bound
-    read-only on top of the sandbox's private ``/tmp``; walking it to delete it would cost
-    every snippet a recursive scan of the whole venv, so it is skipped.
-    """
-    import shutil
-
-    for entry in os.listdir(path):
-        full = os.path.join(path, entry)
-        if full in _mount_points():
-            continue
-        if any(m.startswith(full + "/") for m in _mount_points()):
-            _empty_dir(full)  # a directory that holds a mount point: empty around it
-            continue
+def _remove(path: str) -> None:
+    """Delete ``path`` (a file or a whole tree), whatever modes the program gave it."""
+    stack = [(path, False)]
+    while stack:
+        current, listed = stack.pop()
         try:
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full, ignore_errors=True)
-            else:
-                os.unlink(full)
+            is_dir = os.path.isdir(current) and not os.path.islink(current)
+            if not is_dir:
+                os.unlink(current)
+                continue
+            if listed:
+                os.rmdir(current)
+                continue
+            os.chmod(current, 0o700)
+            stack.append((current, True))
+            stack.extend((os.path.join(current, e), False) for e in os.listdir(current))
         except OSError:
             pass
 
 
-def serve_one(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one spec in a forked child and return the response dict."""
-    _empty_dir("/tmp")
-    work = "/tmp/work"
-    os.mkdir(work)
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    st_r, st_w = os.pipe()
-    start = time.monotonic()
+def _empty_dir(path: str) -> list[str]:
+    """Delete everything under ``path`` except mount points; return what could not be deleted.
+
+    An interpreter or venv that lives under ``/tmp`` on the host (a CI checkout) is bound
+    read-only on top of the sandbox's private ``/tmp``; it is skipped rather than walked.
+    """
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o1777 if path == "/tmp" else 0o755)
+    mounts = _mount_points()
+    left = []
     try:
-        pid = os.fork()
+        entries = os.listdir(path)
     except OSError as e:
-        for fd in (in_r, in_w, out_r, out_w, err_r, err_w, st_r, st_w):
-            os.close(fd)
-        return {"error": f"fork failed: {e}"}
-    if pid == 0:  # the child: becomes the snippet
+        return [f"{path}: {e}"]
+    for entry in entries:
+        full = os.path.join(path, entry)
+        if full in mounts:
+            continue
+        if any(m.startswith(full + "/") for m in mounts):
+            with contextlib.suppress(OSError):
+                os.chmod(full, 0o755)
+            left += _empty_dir(full)  # a directory that holds a mount point: empty around it
+            continue
+        _remove(full)
+        if os.path.lexists(full):
+            left.append(full)
+    return left
+
+
+def _ipc_objects() -> list[str]:
+    """System V IPC objects of this sandbox's IPC namespace (none may outlive a run)."""
+    found = []
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="utf-8") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        found += [f"{kind} {row.split()[1]}" for row in rows if row.split()]
+    return found
+
+
+def _cleanup(isolated: bool, pids: list[int]) -> tuple[int, str | None]:
+    """After a run: kill what is left and empty the scratch space; say what stayed behind."""
+    if not isolated:
+        for pid in pids:  # no PID namespace: only the run's own process groups
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        return 0, None
+    strays, problem = _kill_everything()
+    left = _empty_dir("/tmp")
+    if os.path.isdir("/dev/shm"):
+        left += _empty_dir("/dev/shm")
+    problems = [problem] if problem else []
+    if left:
+        problems.append(f"files left after the run: {left[:10]}")
+    ipc = _ipc_objects()
+    if ipc:
+        problems.append(f"System V IPC objects left after the run: {ipc[:10]}")
+    return strays, "; ".join(problems) or None
+
+
+def _fork(body: Callable[[], None]) -> int:
+    pid = os.fork()
+    if pid == 0:
         try:
             os.setsid()
-            os.dup2(in_r, 0)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            os.dup2(st_w, 3)
-            os.closerange(4, 65536)
-            os.chdir(work)
-            run_snippet(spec, 3)
+            body()
         finally:
             os._exit(70)
-    for fd in (in_r, out_w, err_w, st_w):
-        os.close(fd)
+    return pid
+
+
+def _dup_into(fds: list[int]) -> None:
+    """Make ``fds`` this process's descriptors 0, 1, 2, ... and close every other one."""
+    # Move them out of the way first, so that dup2 never overwrites one still needed.
+    high = [os.dup(fd) for fd in fds]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(len(fds), 65536)
+
+
+def serve_one(spec: dict[str, Any], isolated: bool) -> dict[str, Any]:
+    """Run one spec (its program, and its tests when it has some); return the response dict."""
+    if isolated:
+        work = "/tmp/work"
+        if os.path.lexists(work):
+            _remove(work)
+        os.mkdir(work)
+    else:
+        import tempfile
+
+        work = tempfile.mkdtemp(prefix="gemgym-run-")
+    check = spec.get("check")
+    pipes = [os.pipe() for _ in range(3)]  # the program's stdin, stdout, stderr
+    if check is not None:
+        pipes += [os.pipe() for _ in range(4)]  # calls, replies, verdict, test output
+    (in_r, in_w), (out_r, out_w), (err_r, err_w) = pipes[:3]
+    start = time.monotonic()
+
+    def program() -> None:
+        fds = [in_r, out_w, err_w]
+        if check is not None:
+            fds += [pipes[3][0], pipes[4][1]]
+        _dup_into(fds)
+        os.chdir(work)
+        run_program(spec, (3, 4) if check is not None else None)
+
+    def tests() -> None:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        _dup_into([devnull, pipes[6][1], pipes[6][1], pipes[4][0], pipes[3][1], pipes[5][1]])
+        os.chdir("/")
+        run_check(spec, 3, 4, 5)
+
+    children: list[int] = []
+    try:
+        children.append(_fork(program))
+        if check is not None:
+            children.append(_fork(tests))
+    except OSError as e:
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
+        return {"error": f"fork failed: {e}"}
+    for r, w in pipes:  # keep only the server's ends
+        if (r, w) == pipes[0]:
+            os.close(r)
+        else:
+            os.close(w)
+        if check is not None and (r, w) in (pipes[3], pipes[4]):
+            os.close(r)
+    out_fds = [out_r, err_r] + ([pipes[5][0], pipes[6][0]] if check is not None else [])
 
     def kill() -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     deadline = start + float(spec.get("timeout", 10.0))
     data = (spec.get("stdin") or "").encode()
-    pidfd = os.pidfd_open(pid)
+    pidfds = [os.pidfd_open(pid) for pid in children]
     try:
-        (out, err, st), reason = pump(
-            in_w,
-            data,
-            [out_r, err_r, st_r],
-            deadline,
-            int(spec.get("max_output", 1 << 20)),
-            kill,
-            exit_fd=pidfd,
+        outs, reason = pump(
+            in_w, data, out_fds, deadline, int(spec.get("max_output", 1 << 20)), kill, pidfds
         )
     finally:
-        os.close(pidfd)
-    if reason is None:
-        # The snippet's pipes closed (it exited, or handed them on); wait for it to exit.
+        for fd in pidfds:
+            os.close(fd)
+    statuses = []
+    for pid in children:
         while True:
             wpid, wstatus = os.waitpid(pid, os.WNOHANG)
             if wpid:
                 break
             if time.monotonic() >= deadline:
-                reason = KILL_TIMEOUT
+                reason = reason or KILL_TIMEOUT
                 kill()
                 _, wstatus = os.waitpid(pid, 0)
                 break
             time.sleep(0.0005)
-    else:
-        _, wstatus = os.waitpid(pid, 0)
+        statuses.append(wstatus)
     duration = time.monotonic() - start
-    strays = _kill_strays()
-    _empty_dir("/tmp")
-    if os.path.isdir("/dev/shm"):
-        _empty_dir("/dev/shm")
-    if os.WIFSIGNALED(wstatus):
-        exit_code = -os.WTERMSIG(wstatus)
-    else:
-        exit_code = os.WEXITSTATUS(wstatus)
-    return {
-        "stdout": out.decode("utf-8", "replace"),
-        "stderr": err.decode("utf-8", "replace"),
+    strays, unclean = _cleanup(isolated, children)
+    if not isolated:
+        _remove(work)
+    wstatus = statuses[0]
+    exit_code = -os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else os.WEXITSTATUS(wstatus)
+    err = outs[1].decode("utf-8", "replace")
+    response: dict[str, Any] = {
+        "stdout": outs[0].decode("utf-8", "replace"),
+        "stderr": err,
         "exit_code": exit_code,
         "reason": reason,
-        "status": st.decode("utf-8", "replace"),
         "duration": duration,
+        "memory_error": err.rstrip().rsplit("\n", 1)[-1].startswith("MemoryError"),
         "strays": strays,
+        "unclean": unclean,
     }
+    if check is not None:
+        try:
+            verdict = json.loads(outs[2]) if outs[2] else {}
+        except ValueError:
+            verdict = {}
+        passed = type(verdict) is dict and verdict.get("passed") is True
+        error = verdict.get("error") if type(verdict) is dict else None
+        if not passed and not error:
+            error = "the tests did not finish" + (f" ({reason})" if reason else "")
+        response["check"] = {
+            "passed": passed,
+            "error": str(error) if error else None,
+            "output": outs[3].decode("utf-8", "replace")[-4000:],
+        }
+    return response
 
 
-def main_server() -> None:
-    """Answer run requests (``<4-byte big-endian length><json>``) until stdin closes."""
+def main_server(isolated: bool = True) -> None:
+    """Answer run requests (``<4-byte big-endian length><json>``) until stdin closes.
+
+    ``isolated``: this server is alone in its sandbox (a PID namespace and a private ``/tmp``),
+    so after each run it may kill every other process and empty ``/tmp``. That is only done when
+    it is also PID 1 (the first process of its own PID namespace); otherwise, and when not
+    ``isolated``, each run works in a fresh temporary directory and only the run's own process
+    groups are killed.
+    """
+    isolated = isolated and os.getpid() == 1
     proto_in = os.dup(0)
     proto_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -432,21 +815,21 @@ def main_server() -> None:
     import builtins  # noqa: F401
     import io  # noqa: F401
     import resource  # noqa: F401
-    import shutil  # noqa: F401
     import traceback  # noqa: F401
     import types  # noqa: F401
 
+    if isolated:
+        _empty_dir("/tmp")
     os.write(proto_out, b"READY\n")
     while True:
         try:
-            size = int.from_bytes(_read_exact(proto_in, 4), "big")
-            request = json.loads(_read_exact(proto_in, size))
-        except (EOFError, OSError):
+            request = recv_message(proto_in)
+        except (EOFError, OSError, ValueError):
             return
+        os.write(proto_out, ACK)
         try:
-            response = serve_one(request)
-        except Exception as e:  # report the failure; the host restarts the server if needed
+            response = serve_one(request, isolated)
+        except Exception as e:  # report the failure; the host restarts the server
             response = {"error": f"{type(e).__name__}: {e}"}
         response["nonce"] = request.get("nonce")
-        body = json.dumps(response).encode()
-        write_all(proto_out, len(body).to_bytes(4, "big") + body)
+        send_message(proto_out, response)

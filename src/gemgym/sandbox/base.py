@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import abc
-import json
 import math
 import threading
 from collections.abc import Iterable, Mapping
@@ -15,10 +14,14 @@ from gemgym.errors import ClosedError, ConfigError
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["KillReason", "Limits", "RunRequest", "RunResult", "Sandbox"]
+__all__ = ["KillReason", "Limits", "MemoryScope", "RunRequest", "RunResult", "Sandbox"]
 
 KillReason = Literal["timeout", "cpu", "memory", "output", "file_size", "processes"]
 """Which limit ended a run."""
+
+MemoryScope = Literal["sandbox", "process"]
+"""What ``Limits.memory`` bounded in a run: the whole sandbox (a memory cgroup), or each process
+(``RLIMIT_AS`` only, where no memory cgroup could be made)."""
 
 _GiB = 1 << 30
 _MiB = 1 << 20
@@ -31,7 +34,8 @@ class Limits:
     Attributes:
         timeout: wall-clock seconds; the whole process tree is killed when it passes.
         cpu_time: CPU seconds per process (``RLIMIT_CPU``); ``None`` = ``ceil(timeout) + 1``.
-        memory: address-space bytes per process (``RLIMIT_AS``).
+        memory: bytes of memory for the whole sandbox (a memory cgroup, as root) and per
+            process (``RLIMIT_AS``, always).
         max_processes: processes and threads alive at once in the sandbox (a ``pids`` cgroup,
             or ``RLIMIT_NPROC`` for a non-root uid).
         max_output: bytes of stdout + stderr kept; a run that writes more is killed.
@@ -76,11 +80,19 @@ class RunRequest:
         stdin: text fed to the program's standard input.
         setup: code run first in the same namespace with its output discarded (used to replay
             the earlier cells of a persistent interpreter).
-        check: code run after ``code`` in the same namespace (hidden tests);
-            :attr:`RunResult.check_passed` says whether it completed. A ``sys.exit(0)`` in
-            ``code`` therefore cannot pass the check.
+        check: hidden tests (trusted code). They run in a separate, trusted process of the
+            sandbox against proxies of the program's top-level names: each call is made in the
+            program's process and only plain values (``None``, ``bool``, ``int``, ``float``,
+            ``complex``, ``str``, ``bytes``, and lists, tuples, dicts, sets, frozensets of them)
+            come back, so nothing the program does can make them pass except returning the
+            right values. :attr:`RunResult.check_passed` says whether they ran to completion.
         files: files written to the working directory first (name -> text).
         timeout: wall timeout of this run (``None``: the sandbox's limit).
+        prefix: trusted code run before ``code`` in the program and before ``check`` in the
+            test process (HumanEval's prompt: imports and helper functions); in the tests, the
+            names it defines are the trusted ones, except ``entry_point``.
+        entry_point: the name under test, taken from the program even when ``prefix``
+            defines it.
     """
 
     code: str
@@ -89,6 +101,8 @@ class RunRequest:
     check: str | None = None
     files: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    prefix: str = ""
+    entry_point: str | None = None
 
     def spec(self, limits: Limits, nproc: int | None) -> dict[str, Any]:
         """The JSON run spec understood by the in-sandbox runner."""
@@ -97,6 +111,8 @@ class RunRequest:
             "stdin": self.stdin,
             "setup": self.setup,
             "check": self.check,
+            "prefix": self.prefix,
+            "entry_point": self.entry_point,
             "files": dict(self.files),
             "timeout": limits.timeout,
             "cpu": limits.cpu_seconds,
@@ -118,8 +134,13 @@ class RunResult:
         timed_out: the wall timeout passed.
         killed_by: the limit that ended the run, if one did.
         duration: wall seconds.
-        check_passed: for requests with a ``check``: whether it ran to completion.
+        check_passed: for requests with a ``check``: whether the tests ran to completion (decided
+            by the trusted test process, never by the program).
         error: the sandbox itself failed (not the code); the run did not complete.
+        check_error: for a failed ``check``: why (the test's exception, in one line).
+        memory_scope: what ``Limits.memory`` bounded (see :data:`MemoryScope`).
+        notes: what else the sandbox has to say about the run (e.g. that the worker could not
+            be verified clean afterwards and was replaced).
     """
 
     stdout: str
@@ -130,6 +151,9 @@ class RunResult:
     duration: float = 0.0
     check_passed: bool | None = None
     error: str | None = None
+    check_error: str | None = None
+    memory_scope: MemoryScope = "process"
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -141,26 +165,29 @@ _SIGXCPU = 24
 _SIGXFSZ = 25
 
 
-def build_result(
-    stdout: bytes | str,
-    stderr: bytes | str,
-    exit_code: int | None,
-    reason: str | None,
-    status: bytes | str,
-    duration: float,
+def failed_result(error: str, memory_scope: MemoryScope = "process") -> RunResult:
+    """The result of a run that the sandbox could not complete."""
+    return RunResult("", "", None, error=error, memory_scope=memory_scope)
+
+
+def result_from_response(
+    response: Mapping[str, Any],
     *,
     process_limit_hit: bool = False,
-    error: str | None = None,
+    oom_killed: bool = False,
+    memory_scope: MemoryScope = "process",
+    notes: tuple[str, ...] = (),
 ) -> RunResult:
-    """Turn the raw outcome of a run into a :class:`RunResult` (shared by every backend)."""
-    out = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else stdout
-    err = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
-    try:
-        st = json.loads(status) if status else {}
-    except ValueError:
-        st = {}
-    if not isinstance(st, dict):
-        st = {}
+    """Turn the fork-server's response to a run into a :class:`RunResult` (every backend).
+
+    The program's own output never decides ``check_passed``: it comes from the trusted test
+    process's verdict, which the server reads from a pipe only that process holds.
+    """
+    if "error" in response:
+        return failed_result(str(response["error"]), memory_scope)
+    exit_code = response.get("exit_code")
+    exit_code = exit_code if isinstance(exit_code, int) else None
+    reason = response.get("reason")
     killed: KillReason | None = None
     if reason == "timeout":
         killed = "timeout"
@@ -170,20 +197,27 @@ def build_result(
         killed = "cpu"
     elif exit_code == -_SIGXFSZ:
         killed = "file_size"
-    elif st.get("memory_error"):
+    elif oom_killed or (exit_code == 1 and response.get("memory_error")):
         killed = "memory"
     elif process_limit_hit and exit_code != 0:
         killed = "processes"
-    check = st.get("check_passed")
+    check = response.get("check")
+    check_passed = check_error = None
+    if isinstance(check, Mapping):
+        check_passed = check.get("passed") is True
+        error = check.get("error")
+        check_error = str(error) if error and not check_passed else None
     return RunResult(
-        stdout=out,
-        stderr=err,
+        stdout=str(response.get("stdout", "")),
+        stderr=str(response.get("stderr", "")),
         exit_code=exit_code,
         timed_out=killed == "timeout",
         killed_by=killed,
-        duration=duration,
-        check_passed=check if isinstance(check, bool) else None,
-        error=error,
+        duration=float(response.get("duration", 0.0)),
+        check_passed=check_passed,
+        check_error=check_error,
+        memory_scope=memory_scope,
+        notes=notes,
     )
 
 

@@ -1,17 +1,28 @@
-"""The ``bwrap`` backend: one bubblewrap sandbox per snippet.
+"""The ``bwrap`` backend: one bubblewrap sandbox per snippet, and what every bubblewrap sandbox is.
 
 The sandbox sees a read-only view of the system directories and the Python installation only
 (``/usr``, ``/lib*``, the interpreter's prefix; not ``/etc``, ``/home``, ``/root`` or the working
-tree), a private size-capped writable ``/tmp``, fresh ``/proc`` and ``/dev``, and no network
-(its own empty network namespace); ``/dev`` is read-only apart from a
-size-capped ``/dev/shm``. It runs in new user, PID, IPC, UTS, mount and cgroup
-namespaces with every capability dropped and a cleared environment; when the sandbox's first
-process exits, the kernel kills everything else in its PID namespace.
+tree), a private size-capped writable ``/tmp``, fresh ``/proc`` (``/proc/sys`` read-only) and
+``/dev``, and no network (its own empty network namespace); ``/dev`` is read-only apart from a
+size-capped ``/dev/shm``. It runs in new user, PID, IPC, UTS, mount and cgroup namespaces with
+every capability dropped, no further user namespaces, a cleared environment and the seccomp
+filter of :mod:`gemgym.sandbox._seccomp`.
 
-Process counts are capped by a ``pids`` cgroup when this process is root and cgroup v1 is
-writable, otherwise by running as uid 65534 (``nobody``) with ``RLIMIT_NPROC``
-(``RLIMIT_NPROC`` is not enforced for root). Each snippet costs a fresh interpreter start (about
-35 ms); :class:`~gemgym.sandbox.pool.PoolSandbox` amortises it to about 2 ms.
+**Never as host root.** bubblewrap itself is started through a launcher that joins the
+sandbox's cgroups, takes a fresh session keyring and, when gemgym runs as root, drops to uid
+65534 (``nobody``) first: the code inside runs as an unprivileged host uid, so a write that
+escaped ``/proc`` or ``/sys`` would be refused by the host kernel too.
+
+**Process and memory limits.** As root each sandbox has its own ``pids`` cgroup (the process
+limit; ``RLIMIT_NPROC`` is not enforced for root) and, where one can be made, a ``memory`` cgroup
+that caps the whole sandbox (:class:`~gemgym.sandbox._host.SandboxCgroup`); otherwise the process
+count is capped by ``RLIMIT_NPROC`` on the uid and memory per process by ``RLIMIT_AS``, and
+:attr:`~gemgym.sandbox.RunResult.memory_scope` says ``"process"``.
+
+The first process of the sandbox is gemgym's fork-server itself (``--as-pid-1``: no bubblewrap
+init that a program could take over), which runs each snippet in a child and cleans up after it
+(see :mod:`gemgym.sandbox._runner`). This backend starts one sandbox per snippet (about 70 ms);
+:class:`~gemgym.sandbox.pool.PoolSandbox` keeps them warm (about 2 ms per snippet).
 """
 
 from __future__ import annotations
@@ -21,20 +32,31 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
-from gemgym.errors import ConfigError, SandboxUnavailableError
+from gemgym.errors import ConfigError, SandboxError, SandboxUnavailableError
 from gemgym.sandbox._host import (
     CLEAN_ENV,
+    MEMORY_HEADROOM,
     NOBODY,
-    PidsCgroup,
+    NotStarted,
+    SandboxCgroup,
+    ServerProcess,
+    WorkerDied,
     default_python,
-    oneshot_command,
-    run_process,
+    server_command,
     user_process_count,
 )
-from gemgym.sandbox.base import Limits, RunRequest, RunResult, Sandbox
+from gemgym.sandbox._seccomp import seccomp_program
+from gemgym.sandbox.base import (
+    Limits,
+    RunRequest,
+    RunResult,
+    Sandbox,
+    failed_result,
+    result_from_response,
+)
 
 __all__ = ["BwrapSandbox", "ProcessLimitMode", "bwrap_argv", "bwrap_available"]
 
@@ -59,7 +81,8 @@ def _probe(user: int | None) -> str | None:
     exe = bwrap_binary()
     if exe is None:
         return "bwrap is not installed"
-    argv = [exe, "--ro-bind", "/", "/", "--unshare-all", "--cap-drop", "ALL", "/bin/true"]
+    argv = [exe, "--ro-bind", "/", "/", "--unshare-all", "--unshare-user", "--cap-drop", "ALL"]
+    argv += ["/bin/true"]
     try:
         done = subprocess.run(
             argv,
@@ -73,7 +96,8 @@ def _probe(user: int | None) -> str | None:
     except (OSError, subprocess.SubprocessError) as e:
         return f"bwrap could not start: {e}"
     if done.returncode != 0:
-        return f"bwrap failed: {done.stderr.decode(errors='replace').strip()}"
+        who = "" if user is None else f" as uid {user} (user namespaces must be allowed for it)"
+        return f"bwrap failed{who}: {done.stderr.decode(errors='replace').strip()}"
     return None
 
 
@@ -96,20 +120,26 @@ def require_bwrap(user: int | None = None) -> str:
 
 def _python_dirs(python: str) -> list[str]:
     """Directories the interpreter needs (its prefix, and the venv it belongs to)."""
+    python = os.path.abspath(python)
     dirs = {os.path.dirname(os.path.dirname(os.path.realpath(python)))}
-    venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    venv = os.path.dirname(os.path.dirname(python))
     if os.path.exists(os.path.join(venv, "pyvenv.cfg")):
         dirs.add(venv)
     if os.path.realpath(python) == os.path.realpath(sys.executable):
         dirs.update({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
-    return sorted(dirs)
+    return sorted(os.path.abspath(d) for d in dirs)
 
 
-def bwrap_argv(python: str, limits: Limits, ro_paths: Sequence[str] = ()) -> list[str]:
-    """The bubblewrap command line (without the program) for ``python`` under ``limits``."""
+def bwrap_argv(
+    python: str, limits: Limits, ro_paths: Sequence[str] = (), seccomp_fd: int | None = None
+) -> list[str]:
+    """The bubblewrap command line (without the program) for ``python`` under ``limits``.
+
+    ``seccomp_fd``: an fd the compiled seccomp program can be read from (inherited by bwrap).
+    """
     exe = bwrap_binary() or "bwrap"
-    args = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    args += ["--clearenv"]
+    args = [exe, "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1"]
+    args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for key, value in CLEAN_ENV.items():
         args += ["--setenv", key, value]
     bound: list[str] = []
@@ -120,7 +150,7 @@ def bwrap_argv(python: str, limits: Limits, ro_paths: Sequence[str] = ()) -> lis
             args += ["--ro-bind", d, d]
             bound.append(d)
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
     args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/tmp"]
     args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/dev/shm"]
     # Bound after the private /tmp, so an interpreter or venv that lives under /tmp (a CI
@@ -134,24 +164,32 @@ def bwrap_argv(python: str, limits: Limits, ro_paths: Sequence[str] = ()) -> lis
         args += ["--ro-bind", d, d]
         bound.append(d)
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(int(seccomp_fd))]
     return args
 
 
 class ProcessLimiter:
-    """Chooses how a backend caps process counts (see the module docstring)."""
+    """Chooses the host uid a sandbox runs as and how its processes are capped.
+
+    As root, sandboxes always run as uid 65534, never as host uid 0; ``"cgroup"`` (the default
+    where possible) gives each its own ``pids`` and ``memory`` cgroups, ``"uid"`` caps processes
+    with ``RLIMIT_NPROC`` on that uid instead. Not as root, sandboxes run as this uid with
+    ``RLIMIT_NPROC`` (``"uid"``).
+    """
 
     def __init__(self, mode: ProcessLimitMode) -> None:
         if mode not in ("auto", "cgroup", "uid"):
             raise ConfigError(f"process_limit must be 'auto', 'cgroup' or 'uid', got {mode!r}")
         if mode == "auto":
-            mode = "cgroup" if PidsCgroup.usable() else "uid"
-        if mode == "cgroup" and not PidsCgroup.usable():
+            mode = "cgroup" if SandboxCgroup.usable() else "uid"
+        if mode == "cgroup" and not SandboxCgroup.usable():
             raise SandboxUnavailableError(
-                "pids cgroups need root and a writable /sys/fs/cgroup/pids; use "
-                "process_limit='uid' (runs as uid 65534 with RLIMIT_NPROC)"
+                "pids cgroups need root and a writable /sys/fs/cgroup; use "
+                "process_limit='uid' (RLIMIT_NPROC on the sandbox's uid)"
             )
         self.mode = mode
-        self.user = NOBODY if mode == "uid" and os.geteuid() == 0 else None
+        self.user = NOBODY if os.geteuid() == 0 else None
 
     def nproc(self, max_processes: int) -> int | None:
         """The ``RLIMIT_NPROC`` to set (counts all processes of the uid), or ``None``."""
@@ -160,9 +198,141 @@ class ProcessLimiter:
         uid = self.user if self.user is not None else os.getuid()
         return user_process_count(uid) + max_processes
 
-    def cgroup(self, max_processes: int) -> PidsCgroup | None:
-        """A fresh cgroup for one sandbox (``None`` when limiting by uid)."""
-        return PidsCgroup(max_processes) if self.mode == "cgroup" else None
+    def cgroup(self, limits: Limits) -> SandboxCgroup | None:
+        """Fresh cgroups for one sandbox (``None`` when limiting by uid)."""
+        if self.mode != "cgroup":
+            return None
+        return SandboxCgroup(limits.max_processes + 3, int(limits.memory) + MEMORY_HEADROOM)
+
+
+class BwrapLauncher:
+    """Starts bubblewrap sandboxes running the fork-server, and runs requests on them.
+
+    Shared by :class:`BwrapSandbox` (one sandbox per run) and the warm pool.
+
+    Raises:
+        SandboxUnavailableError: bubblewrap, user namespaces or libseccomp are missing here.
+    """
+
+    def __init__(
+        self, python: str | None, ro_paths: Sequence[str], process_limit: ProcessLimitMode
+    ) -> None:
+        self.limiter = ProcessLimiter(process_limit)
+        require_bwrap(self.limiter.user)
+        self.seccomp = seccomp_program()
+        self.python = os.path.abspath(python or default_python(self.limiter.user is not None))
+        self.ro_paths = tuple(os.path.abspath(p) for p in ro_paths)
+
+    def check(self, limits: Limits) -> None:
+        """Validate the paths now (a :class:`ConfigError` at construction, not at first run)."""
+        bwrap_argv(self.python, limits, self.ro_paths)
+
+    def start(self, limits: Limits) -> ServerProcess:
+        """A started sandbox (``tmp_size`` and ``max_processes`` are fixed per sandbox).
+
+        Raises:
+            SandboxError: it did not start; the message says why.
+        """
+        cgroup = self.limiter.cgroup(limits)
+        try:
+            return ServerProcess(
+                lambda fds: (
+                    bwrap_argv(self.python, limits, self.ro_paths, fds[0])
+                    + server_command(self.python)
+                ),
+                extra_fds=[self.seccomp],
+                cgroup=cgroup,
+                uid=self.limiter.user,
+            )
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+
+    def run(
+        self, worker: ServerProcess, request: RunRequest, limits: Limits, nproc: int | None
+    ) -> tuple[RunResult, bool]:
+        """Run ``request`` on ``worker``; return the result and whether the worker is still fit.
+
+        Raises:
+            NotStarted: the worker was gone before the run started (retry on another one).
+        """
+        cgroup = worker.cgroup
+        scope = cgroup.memory_scope if cgroup is not None else "process"
+        hits = cgroup.limit_hits() if cgroup is not None else 0
+        ooms = cgroup.oom_kills() if cgroup is not None else 0
+        try:
+            response = worker.request(request.spec(limits, nproc), limits.timeout + _BACKSTOP)
+        except WorkerDied as e:
+            return failed_result(f"{e} during the run", scope), False
+        if "error" in response:
+            return failed_result(str(response["error"]), scope), False
+        problems = []
+        if response.get("unclean"):
+            problems.append(str(response["unclean"]))
+        left = worker.leftover_tasks()
+        if left:
+            problems.append(f"threads left in the sandbox's cgroup: {left[:10]}")
+        notes: tuple[str, ...] = ()
+        if problems:
+            notes = (
+                "the sandbox could not be verified clean after this run ("
+                + "; ".join(problems)
+                + "); it was retired and will be replaced",
+            )
+        result = result_from_response(
+            response,
+            process_limit_hit=cgroup is not None and cgroup.limit_hits() > hits,
+            oom_killed=cgroup is not None and cgroup.oom_kills() > ooms,
+            memory_scope=scope,
+            notes=notes,
+        )
+        return result, not problems
+
+
+_BACKSTOP = 5.0
+"""Extra seconds the host waits for a worker's answer beyond the run's own timeout."""
+_RETRIES = 3
+"""Fresh sandboxes tried for a run whose sandbox died before the program started."""
+
+
+def run_with_retries(
+    acquire: Callable[[], ServerProcess],
+    release: Callable[[ServerProcess, bool], None],
+    launcher: BwrapLauncher,
+    request: RunRequest,
+    limits: Limits,
+    nproc: int | None,
+) -> RunResult:
+    """Run ``request`` on a sandbox from ``acquire``, on a fresh one if that one fails.
+
+    A sandbox that died before the program started is replaced (up to :data:`_RETRIES`
+    times); a run during which the sandbox itself failed is run once more on a fresh one, and
+    its result carries ``error`` if that fails too.
+
+    Raises:
+        SandboxError: no sandbox could run it (each died before the program started).
+    """
+    causes = []
+    failed: RunResult | None = None
+    for _ in range(_RETRIES):
+        worker = acquire()
+        fit = False
+        try:
+            result, fit = launcher.run(worker, request, limits, nproc)
+        except NotStarted as e:
+            causes.append(str(e))
+            continue
+        finally:
+            release(worker, fit)
+        if result.error is None or failed is not None:
+            return result
+        failed = result
+    if failed is not None:
+        return failed
+    raise SandboxError(
+        f"the sandbox failed {_RETRIES} times before the program started: {'; '.join(causes)}"
+    )
 
 
 class BwrapSandbox(Sandbox):
@@ -191,27 +361,19 @@ class BwrapSandbox(Sandbox):
         process_limit: ProcessLimitMode = "auto",
     ) -> None:
         super().__init__(limits, parallelism)
-        self.limiter = ProcessLimiter(process_limit)
-        require_bwrap(self.limiter.user)
-        self.python = python or default_python(self.limiter.user is not None)
-        self.ro_paths = tuple(ro_paths)
+        self.launcher = BwrapLauncher(python, ro_paths, process_limit)
+        self.limiter = self.launcher.limiter
+        self.python = self.launcher.python
+        self.ro_paths = self.launcher.ro_paths
         self._args = (self.limits, parallelism, python, self.ro_paths, self.limiter.mode)
-        bwrap_argv(self.python, self.limits, self.ro_paths)  # validates the paths now
+        self.launcher.check(self.limits)
 
     def _run(self, request: RunRequest, limits: Limits) -> RunResult:
-        prefix = bwrap_argv(self.python, limits, self.ro_paths)
-        cgroup = self.limiter.cgroup(limits.max_processes + 2)
-        try:
-            result = run_process(
-                lambda fd: prefix + oneshot_command(self.python, fd),
-                request,
-                limits,
-                nproc=self.limiter.nproc(limits.max_processes),
-                user=self.limiter.user,
-                cgroup=cgroup,
-                init_reports_signals=True,
-            )
-        finally:
-            if cgroup is not None:
-                cgroup.remove()
-        return result
+        return run_with_retries(
+            lambda: self.launcher.start(limits),
+            lambda worker, fit: worker.close(),
+            self.launcher,
+            request,
+            limits,
+            self.limiter.nproc(limits.max_processes),
+        )

@@ -2,8 +2,9 @@
 
 Each run is ``docker run --rm -i`` of a Python image with no network, a read-only root, a
 size-capped ``/tmp`` tmpfs, ``--pids-limit``, ``--memory`` (swap included), one CPU, every
-capability dropped, ``no-new-privileges``, uid 65534 and ``--init``; the runner inside applies the
-same rlimits as the other backends. On timeout the container is killed by name. Starting a
+capability dropped, ``no-new-privileges`` and uid 65534; gemgym's fork-server is the container's
+first process (PID 1) and runs the program, and hidden tests in a separate trusted process, with the
+same rlimits and clean-up as the other backends. On timeout the container is killed by name. Starting a
 container costs hundreds of milliseconds, so prefer the ``pool`` backend where bubblewrap works.
 Only the Docker CLI is needed (``docker`` on ``PATH``); the image must be pulled beforehand.
 """
@@ -15,9 +16,16 @@ import secrets
 import shutil
 import subprocess
 
-from gemgym.errors import SandboxUnavailableError
-from gemgym.sandbox._host import CLEAN_ENV, oneshot_command, run_process
-from gemgym.sandbox.base import Limits, RunRequest, RunResult, Sandbox
+from gemgym.errors import SandboxError, SandboxUnavailableError
+from gemgym.sandbox._host import CLEAN_ENV, NotStarted, ServerProcess, WorkerDied, server_command
+from gemgym.sandbox.base import (
+    Limits,
+    RunRequest,
+    RunResult,
+    Sandbox,
+    failed_result,
+    result_from_response,
+)
 
 __all__ = ["DockerSandbox", "docker_argv", "docker_available"]
 
@@ -41,7 +49,7 @@ def docker_available(docker: str = "docker") -> bool:
 
 def docker_argv(limits: Limits, image: str, name: str, docker: str = "docker") -> list[str]:
     """The ``docker run`` command line (without the program) for one snippet."""
-    args = [docker, "run", "--rm", "-i", "--name", name, "--init"]
+    args = [docker, "run", "--rm", "-i", "--name", name]
     args += ["--network", "none", "--read-only", "--cap-drop", "ALL"]
     args += ["--security-opt", "no-new-privileges", "--user", "65534:65534"]
     args += ["--tmpfs", f"/tmp:rw,exec,nosuid,size={int(limits.tmp_size)}"]
@@ -88,20 +96,24 @@ class DockerSandbox(Sandbox):
 
     def command(self, limits: Limits, name: str) -> list[str]:
         """The full command of one run (``docker run ... python3 -I -c <runner>``)."""
-        return docker_argv(limits, self.image, name, self.docker) + oneshot_command("python3", -1)
+        return docker_argv(limits, self.image, name, self.docker) + server_command("python3")
 
     def _run(self, request: RunRequest, limits: Limits) -> RunResult:
         name = f"gemgym-{secrets.token_hex(6)}"
 
-        def kill() -> None:
+        def remove() -> None:
             subprocess.run([self.docker, "kill", name], capture_output=True, timeout=30)
 
-        return run_process(
-            lambda _fd: self.command(limits, name),
-            request,
-            limits,
-            nproc=None,
-            status=False,
-            kill_extra=kill,
-            init_reports_signals=True,
-        )
+        try:
+            worker = ServerProcess(
+                lambda _fds: self.command(limits, name), on_close=remove, start_timeout=120
+            )
+        except SandboxError as e:
+            return failed_result(str(e))
+        try:
+            response = worker.request(request.spec(limits, None), limits.timeout + 10)
+        except (NotStarted, WorkerDied) as e:
+            return failed_result(str(e))
+        finally:
+            worker.close()
+        return result_from_response(response, memory_scope="sandbox")

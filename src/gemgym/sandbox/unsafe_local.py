@@ -17,8 +17,21 @@ import sys
 import tempfile
 import warnings
 
-from gemgym.sandbox._host import oneshot_command, run_process, user_process_count
-from gemgym.sandbox.base import Limits, RunRequest, RunResult, Sandbox
+from gemgym.sandbox._host import (
+    NotStarted,
+    ServerProcess,
+    WorkerDied,
+    server_command,
+    user_process_count,
+)
+from gemgym.sandbox.base import (
+    Limits,
+    RunRequest,
+    RunResult,
+    Sandbox,
+    failed_result,
+    result_from_response,
+)
 
 __all__ = ["UnsafeLocalSandbox", "UnsafeSandboxWarning"]
 
@@ -58,12 +71,15 @@ class UnsafeLocalSandbox(Sandbox):
             None if os.geteuid() == 0 else user_process_count(os.getuid()) + limits.max_processes
         )
         try:
-            return run_process(
-                lambda fd: oneshot_command(self.python, fd),
-                request,
-                limits,
-                nproc=nproc,
-                cwd=workdir,
+            worker = ServerProcess(
+                lambda _fds: server_command(self.python, isolated=False), cwd=workdir
             )
+            try:
+                response = worker.request(request.spec(limits, nproc), limits.timeout + 10)
+            except (NotStarted, WorkerDied) as e:
+                return failed_result(str(e))
+            finally:
+                worker.close()
+            return result_from_response(response)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
