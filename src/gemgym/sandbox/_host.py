@@ -430,6 +430,8 @@ class ServerProcess:
         self.cgroup = cgroup
         self.on_close = on_close
         self.closed = False
+        self.counters = (0, 0)
+        """The cgroup's refused forks and OOM kills as of the end of the last run."""
         readers = []
         for data in extra_fds:
             r, w = os.pipe()

@@ -259,8 +259,7 @@ class BwrapLauncher:
         """
         cgroup = worker.cgroup
         scope = cgroup.memory_scope if cgroup is not None else "process"
-        hits = cgroup.limit_hits() if cgroup is not None else 0
-        ooms = cgroup.oom_kills() if cgroup is not None else 0
+        hits, ooms = worker.counters
         try:
             response = worker.request(request.spec(limits, nproc), limits.timeout + _BACKSTOP)
         except WorkerDied as e:
@@ -280,10 +279,12 @@ class BwrapLauncher:
                 + "; ".join(problems)
                 + "); it was retired and will be replaced",
             )
+        if cgroup is not None:
+            worker.counters = (cgroup.limit_hits(), cgroup.oom_kills())
         result = result_from_response(
             response,
-            process_limit_hit=cgroup is not None and cgroup.limit_hits() > hits,
-            oom_killed=cgroup is not None and cgroup.oom_kills() > ooms,
+            process_limit_hit=worker.counters[0] > hits,
+            oom_killed=worker.counters[1] > ooms,
             memory_scope=scope,
             notes=notes,
         )
