@@ -204,6 +204,29 @@ def test_all_humaneval_canonical_solutions_pass() -> None:
     assert failed == []
 
 
+@pytest.mark.slow
+def test_no_humaneval_problem_passes_a_stub_or_a_lying_result() -> None:
+    """Every problem's tests run against the program's values: a stub, or an object whose
+    ``__eq__`` always says yes, passes none of them."""
+    env = gemgym.make("code:HumanEval")
+    liar = (
+        "class _Yes(list):\n    def __eq__(self, other):\n        return True\n"
+        "    __ne__ = lambda self, other: False\n    __lt__ = __gt__ = __le__ = __ge__ = __eq__\n"
+        "    def __abs__(self):\n        return 0\n    def __sub__(self, other):\n        return self\n"
+        "    __rsub__ = __sub__\n    def __bool__(self):\n        return True\n"
+    )
+    passed = []
+    for index in range(164):
+        env.reset(options={"index": index})
+        entry = env.unwrapped.item["entry_point"]  # type: ignore[attr-defined]
+        for body in ("return None", "return _Yes()"):
+            action = f"```python\n{liar}def {entry}(*args, **kwargs):\n    {body}\n```"
+            if env.step(action)[1] != 0.0:
+                passed.append((index, body))
+            env.reset(options={"index": index})
+    assert passed == []
+
+
 def test_copies_and_pickles() -> None:
     env = gemgym.make("code:StdioBasics")
     env.reset(seed=3)
