@@ -492,9 +492,13 @@ def run_check(spec: dict[str, Any], call_in: int, call_out: int, verdict_fd: int
         prefix = spec.get("prefix") or ""
         if prefix:
             exec(compile(prefix, "<prefix>", "exec"), namespace)
-        trusted = set(namespace) - {spec.get("entry_point")}
+        # The program's names the tests see: its entry point only, when one is named; else
+        # every name it defined except the prefix's and Python's built-ins (a program defining
+        # ``abs`` or ``len`` must not answer for the tests' own calls of them).
+        entry = spec.get("entry_point")
+        trusted = (set(namespace) | set(dir(builtins))) - {entry}
         for name, data in names.items():
-            if type(name) is str and name not in trusted:
+            if type(name) is str and name not in trusted and (not entry or name == entry):
                 namespace[name] = decode_value(data, remote)
         exec(compile(spec.get("check") or "", "<check>", "exec"), namespace)
         verdict["passed"] = True
