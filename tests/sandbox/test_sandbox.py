@@ -213,3 +213,28 @@ def test_docker_backend_runs_through_the_cli(tmp_path: Path) -> None:
     r = sb.run("print(input()[::-1])", "abc\n")
     assert r.ok and r.stdout == "cba\n"
     assert sb.run("while True: pass").timed_out
+
+
+@needs_bwrap
+def test_a_worker_that_cannot_be_verified_clean_is_retired(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injection: the server's own check reports something left after a marked run."""
+    from gemgym.sandbox import _host
+
+    source = _host.runner_source()
+    injected = (
+        source + "\n_verified_cleanup = _cleanup\n"
+        "def _cleanup(isolated, pids):\n"
+        "    marked = os.path.exists('/tmp/work/leave-me')\n"
+        "    strays, problem = _verified_cleanup(isolated, pids)\n"
+        "    return strays, 'files left after the run: /tmp/work/leave-me' if marked else problem\n"
+    )
+    monkeypatch.setattr(_host, "runner_source", lambda: injected)
+    with PoolSandbox(Limits(timeout=3), size=1) as sb:
+        first = sb.run("import os\nprint(os.getpid())")
+        assert first.ok and first.notes == ()
+        bad = sb.run("open('leave-me', 'w').write('x')\nprint('done')")
+        assert bad.ok and bad.stdout == "done\n"  # the run itself is reported as it was
+        assert len(bad.notes) == 1 and "retired" in bad.notes[0] and "leave-me" in bad.notes[0]
+        assert sb.retired == 1
+        after = sb.run("import os\nprint(sorted(os.listdir('/tmp/work')))")
+        assert after.ok and after.stdout == "[]\n" and after.notes == ()
