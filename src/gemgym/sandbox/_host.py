@@ -460,6 +460,7 @@ class ServerProcess:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._out = self.proc.stdout.fileno()
         self._in = self.proc.stdin.fileno()
+        os.set_blocking(self._in, False)
         try:
             ready = self._read(6, time.monotonic() + start_timeout)
         except WorkerDied as e:
@@ -489,6 +490,14 @@ class ServerProcess:
             n -= len(chunk)
         return b"".join(parts)
 
+    def _write(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._in], [], left)[1]:
+                raise OSError("the sandbox worker did not read in time")
+            view = view[os.write(self._in, view[:65536]) :]
+
     def request(self, spec: dict[str, Any], wait: float) -> dict[str, Any]:
         """Send one run spec and return the response.
 
@@ -497,14 +506,22 @@ class ServerProcess:
             WorkerDied: it died, or did not answer within ``wait`` seconds, during the run.
         """
         nonce = secrets.token_hex(8)
-        body = json.dumps({**spec, "nonce": nonce}).encode()
+        check = spec.get("check")
+        spec = {**spec, "check": None, "tests": check is not None, "nonce": nonce}
+        body = json.dumps(spec).encode()
         try:
-            _runner.write_all(self._in, len(body).to_bytes(4, "big") + body)
+            self._write(len(body).to_bytes(4, "big") + body, time.monotonic() + 10.0)
             if self._read(1, time.monotonic() + 10.0) != _runner.ACK:
                 raise WorkerDied("the sandbox worker answered out of turn")
         except (OSError, WorkerDied) as e:
             raise NotStarted(f"the sandbox worker is gone ({e})") from e
         deadline = time.monotonic() + wait
+        if check is not None:  # read by the test process, forked after the program
+            tests = json.dumps({"check": check}).encode()
+            try:
+                self._write(len(tests).to_bytes(4, "big") + tests, deadline)
+            except OSError as e:
+                raise WorkerDied(f"the sandbox worker did not take the tests ({e})") from e
         size = int.from_bytes(self._read(4, deadline), "big")
         try:
             response = json.loads(self._read(size, deadline))

@@ -23,7 +23,9 @@ IPC object is left; a run after which that cannot be verified is reported ``uncl
 host retires the worker.
 
 A run spec is a dict: ``code``, ``prefix`` (trusted code run before ``code`` and before the
-tests), ``setup`` (run before ``code`` with its output discarded), ``check``, ``entry_point``,
+tests), ``setup`` (run before ``code`` with its output discarded), ``tests`` (whether hidden
+tests follow: they come as a second message, ``{"check": code}``, that only the test process
+reads, after the program was forked), ``entry_point``,
 ``files`` (name -> text, written to the working directory), ``stdin`` and the limits ``cpu``,
 ``memory``, ``fsize``, ``nproc``, ``timeout``, ``max_output``.
 """
@@ -412,11 +414,26 @@ class ProgramError(Exception):
     """The program raised an exception that is not one of Python's built-in ones."""
 
 
-def run_check(spec: dict[str, Any], call_in: int, call_out: int, verdict_fd: int) -> NoReturn:
-    """Run the spec's tests against proxies of the program, and write the verdict."""
+def run_check(
+    spec: dict[str, Any], call_in: int, call_out: int, verdict_fd: int, tests_fd: int
+) -> NoReturn:
+    """Read the hidden tests, run them against proxies of the program, write the verdict.
+
+    The tests arrive on ``tests_fd`` (the server's request channel, which the server leaves
+    alone until the run is over) only now, after the program was forked: neither the server
+    nor the program ever holds them in memory. ``C`` on the verdict pipe says they were read.
+    """
     import builtins
 
     verdict: dict[str, Any] = {"passed": False, "error": None}
+    try:
+        check = str(recv_message(tests_fd).get("check") or "")
+        os.close(tests_fd)
+        write_all(verdict_fd, b"C")
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            write_all(verdict_fd, json.dumps({"passed": False, "error": f"no tests: {e}"}).encode())
+        os._exit(0)
 
     def rpc(message: dict[str, Any]) -> Any:
         try:
@@ -430,8 +447,9 @@ def run_check(spec: dict[str, Any], call_in: int, call_out: int, verdict_fd: int
             if (
                 isinstance(cls, type)
                 and issubclass(cls, Exception)
+                and not issubclass(cls, StopIteration | StopAsyncIteration)
                 and cls.__module__ == "builtins"
-            ):
+            ):  # a StopIteration would silently end the tests' own loops (map, all, ...)
                 raise cls(text)
             raise ProgramError(f"{name}: {text}")
         return decode_value(reply.get("value"), remote)
@@ -500,7 +518,7 @@ def run_check(spec: dict[str, Any], call_in: int, call_out: int, verdict_fd: int
         for name, data in names.items():
             if type(name) is str and name not in trusted and (not entry or name == entry):
                 namespace[name] = decode_value(data, remote)
-        exec(compile(spec.get("check") or "", "<check>", "exec"), namespace)
+        exec(compile(check, "<check>", "exec"), namespace)
         verdict["passed"] = True
     except BaseException as e:
         _print_exc(e)
@@ -639,6 +657,26 @@ def _ipc_objects() -> list[str]:
     return found
 
 
+def _server_state() -> tuple[Any, ...]:
+    """This server's limits and scheduling, which every run inherits (checked after each run)."""
+    import resource
+
+    limits = tuple(
+        resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    )
+    return (
+        limits,
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getscheduler(0),
+        tuple(sorted(os.sched_getaffinity(0))),
+    )
+
+
+_STATE: tuple[Any, ...] | None = None
+
+
 def _cleanup(isolated: bool, pids: list[int]) -> tuple[int, str | None]:
     """After a run: kill what is left and empty the scratch space; say what stayed behind."""
     if not isolated:
@@ -651,6 +689,8 @@ def _cleanup(isolated: bool, pids: list[int]) -> tuple[int, str | None]:
     if os.path.isdir("/dev/shm"):
         left += _empty_dir("/dev/shm")
     problems = [problem] if problem else []
+    if _STATE is not None and _server_state() != _STATE:
+        problems.append("the server's limits or scheduling were changed")
     if left:
         problems.append(f"files left after the run: {left[:10]}")
     ipc = _ipc_objects()
@@ -679,8 +719,11 @@ def _dup_into(fds: list[int]) -> None:
     os.closerange(len(fds), 65536)
 
 
-def serve_one(spec: dict[str, Any], isolated: bool) -> dict[str, Any]:
-    """Run one spec (its program, and its tests when it has some); return the response dict."""
+def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, Any]:
+    """Run one spec (its program, and its tests when it has some); return the response dict.
+
+    With ``spec["tests"]``, the hidden tests follow on ``tests_fd`` for the test process to read.
+    """
     if isolated:
         work = "/tmp/work"
         if os.path.lexists(work):
@@ -690,7 +733,7 @@ def serve_one(spec: dict[str, Any], isolated: bool) -> dict[str, Any]:
         import tempfile
 
         work = tempfile.mkdtemp(prefix="gemgym-run-")
-    check = spec.get("check")
+    check = True if spec.get("tests") else None
     pipes = [os.pipe() for _ in range(3)]  # the program's stdin, stdout, stderr
     if check is not None:
         pipes += [os.pipe() for _ in range(4)]  # calls, replies, verdict, test output
@@ -707,9 +750,11 @@ def serve_one(spec: dict[str, Any], isolated: bool) -> dict[str, Any]:
 
     def tests() -> None:
         devnull = os.open(os.devnull, os.O_RDONLY)
-        _dup_into([devnull, pipes[6][1], pipes[6][1], pipes[4][0], pipes[3][1], pipes[5][1]])
+        _dup_into(
+            [devnull, pipes[6][1], pipes[6][1], pipes[4][0], pipes[3][1], pipes[5][1], tests_fd]
+        )
         os.chdir("/")
-        run_check(spec, 3, 4, 5)
+        run_check(spec, 3, 4, 5, 6)
 
     children: list[int] = []
     try:
@@ -782,8 +827,14 @@ def serve_one(spec: dict[str, Any], isolated: bool) -> dict[str, Any]:
         "unclean": unclean,
     }
     if check is not None:
+        raw = outs[2]
+        if raw.startswith(b"C"):
+            raw = raw[1:]
+        else:  # the test process died before it took the tests: the channel may hold them
+            problem = "the hidden tests were not taken from the request channel"
+            response["unclean"] = f"{unclean}; {problem}" if unclean else problem
         try:
-            verdict = json.loads(outs[2]) if outs[2] else {}
+            verdict = json.loads(raw) if raw else {}
         except ValueError:
             verdict = {}
         passed = type(verdict) is dict and verdict.get("passed") is True
@@ -807,7 +858,10 @@ def main_server(isolated: bool = True) -> None:
     ``isolated``, each run works in a fresh temporary directory and only the run's own process
     groups are killed.
     """
+    global _STATE
     isolated = isolated and os.getpid() == 1
+    # Python handles SIGINT; PID 1 would receive it from inside its namespace. Default: ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     proto_in = os.dup(0)
     proto_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -824,6 +878,7 @@ def main_server(isolated: bool = True) -> None:
 
     if isolated:
         _empty_dir("/tmp")
+    _STATE = _server_state()
     os.write(proto_out, b"READY\n")
     while True:
         try:
@@ -832,7 +887,7 @@ def main_server(isolated: bool = True) -> None:
             return
         os.write(proto_out, ACK)
         try:
-            response = serve_one(request, isolated)
+            response = serve_one(request, isolated, proto_in)
         except Exception as e:  # report the failure; the host restarts the server
             response = {"error": f"{type(e).__name__}: {e}"}
         response["nonce"] = request.get("nonce")

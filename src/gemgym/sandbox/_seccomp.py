@@ -15,6 +15,9 @@ for ``clone3``, so that the C library falls back to ``clone``, whose flags can b
   ``io_uring_*``, ``kexec_*``, modules, ``open_by_handle_at``, ``reboot``, swap, ``acct``,
   ``quotactl``, clocks, ``syslog``, ``personality``, ``vhangup``, ``lookup_dcookie``, ``iopl``,
   ``ioperm``);
+- another process's limits and scheduling (``prlimit64``, ``sched_set*``, ``setpriority``,
+  ``ioprio_set``, ``migrate_pages``, ``move_pages`` on any pid but the caller's own): they need
+  only the same uid, and would let a program weaken the server and so every later run;
 - state that would outlive a run in a warm worker, or memory outside the limits: System V IPC
   (``shmget``, ``semget``, ``msgget`` and their calls), POSIX message queues (``mq_*``) and
   ``memfd_create``/``memfd_secret``.
@@ -114,6 +117,18 @@ DENIED: tuple[str, ...] = (
 )
 """System calls that fail with ``EPERM`` inside the sandbox."""
 
+_SELF_ONLY: tuple[str, ...] = (
+    "prlimit64",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setaffinity",
+    "sched_setattr",
+    "migrate_pages",
+    "move_pages",
+)
+"""System calls that may change another process (of the same uid): allowed on pid 0 (the
+caller) only, as are ``setpriority`` and ``ioprio_set`` on the calling process only."""
+
 _CLONE_NEW_FLAGS = (
     0x00020000  # CLONE_NEWNS
     | 0x02000000  # CLONE_NEWCGROUP
@@ -151,6 +166,15 @@ def seccomp_program() -> bytes:
                 filt.add_rule(deny, name)
             except (OSError, ValueError, RuntimeError):
                 continue  # a call this architecture does not have
+        # Settings of *another* process of the same uid (the server, the test process) need no
+        # ptrace access: allowed only on the caller itself (pid 0).
+        for name in _SELF_ONLY:
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                filt.add_rule(deny, name, seccomp.Arg(0, seccomp.NE, 0))
+        for name, which in (("setpriority", 0), ("ioprio_set", 1)):  # PRIO_/IOPRIO_WHO_PROCESS
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                filt.add_rule(deny, name, seccomp.Arg(0, seccomp.NE, which))
+                filt.add_rule(deny, name, seccomp.Arg(1, seccomp.NE, 0))
         # clone(flags, ...) with any namespace flag; clone3 hides its flags in memory.
         for bit in range(32):
             flag = 1 << bit

@@ -263,6 +263,11 @@ class BwrapLauncher:
         try:
             response = worker.request(request.spec(limits, nproc), limits.timeout + _BACKSTOP)
         except WorkerDied as e:
+            if cgroup is not None and cgroup.oom_kills() > ooms:
+                # The memory limit's OOM kill took the sandbox down (tmpfs files, or many small
+                # processes, weigh on no single process): the program hit the limit.
+                killed = {"exit_code": -9, "stdout": "", "stderr": "", "memory_error": True}
+                return result_from_response(killed, oom_killed=True, memory_scope=scope), False
             return failed_result(f"{e} during the run", scope), False
         if "error" in response:
             return failed_result(str(response["error"]), scope), False
