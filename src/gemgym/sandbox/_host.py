@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.errors import SandboxError
-from gemgym.sandbox import _runner
+from gemgym.sandbox import _runner, _wire
 from gemgym.sandbox.base import MemoryScope
 
 __all__ = [
@@ -65,8 +65,11 @@ _START_TIMEOUT = 30.0
 
 @functools.cache
 def runner_source() -> str:
-    """The source text of :mod:`gemgym.sandbox._runner`."""
-    return Path(_runner.__file__).read_text(encoding="utf-8")
+    """The program run inside: :mod:`gemgym.sandbox._wire`'s source, then ``_runner``'s."""
+    wire = Path(_wire.__file__).read_text(encoding="utf-8")
+    runner = Path(_runner.__file__).read_text(encoding="utf-8")
+    runner = runner.replace("from __future__ import annotations\n", "", 1)
+    return f"{wire}\n{runner}"
 
 
 def server_command(python: str, isolated: bool = True) -> list[str]:
@@ -100,15 +103,23 @@ def default_python(drop_uid: bool) -> str:
 
 
 def user_process_count(uid: int) -> int:
-    """How many processes ``uid`` has now (``RLIMIT_NPROC`` counts them all)."""
+    """How many live processes ``uid`` has now (``RLIMIT_NPROC`` counts them all).
+
+    Zombies are left out: they are about to be reaped, and counting them would let a run
+    started just before that fork more than its limit once they are gone.
+    """
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += 1
-            except OSError:
-                pass
+                if os.stat(f"/proc/{entry}").st_uid != uid:
+                    continue
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in (b"Z", b"X"):
+                count += 1
     return count
 
 
@@ -511,7 +522,7 @@ class ServerProcess:
         body = json.dumps(spec).encode()
         try:
             self._write(len(body).to_bytes(4, "big") + body, time.monotonic() + 10.0)
-            if self._read(1, time.monotonic() + 10.0) != _runner.ACK:
+            if self._read(1, time.monotonic() + 10.0) != _wire.ACK:
                 raise WorkerDied("the sandbox worker answered out of turn")
         except (OSError, WorkerDied) as e:
             raise NotStarted(f"the sandbox worker is gone ({e})") from e

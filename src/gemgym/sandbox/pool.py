@@ -77,7 +77,6 @@ class PoolSandbox(Sandbox):
         self._started = 0
         self._pid = os.getpid()
         self._args = (self.limits, size, python, self.ro_paths, self.limiter.mode)
-        self._nproc: int | None = None
         self.retired = 0
         """Workers retired because they could not be verified clean after a run."""
         _LIVE.add(self)
@@ -124,10 +123,10 @@ class PoolSandbox(Sandbox):
 
     def _run(self, request: RunRequest, limits: Limits) -> RunResult:
         self._check_fork()
-        if self._nproc is None:
-            self._nproc = self.limiter.nproc(self.limits.max_processes)
+        # RLIMIT_NPROC counts every process of the uid on the machine: taken afresh per run.
+        nproc = self.limiter.nproc(limits.max_processes)
         result = run_with_retries(
-            self._acquire, self._release, self.launcher, request, limits, self._nproc
+            self._acquire, self._release, self.launcher, request, limits, nproc
         )
         if result.notes:
             self.retired += 1
