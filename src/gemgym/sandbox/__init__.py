@@ -3,8 +3,8 @@
 Backends (``backend=``):
 
 ==============  ================================================================================
-``"pool"``      warm bubblewrap fork-servers, about 2 ms per snippet (the default)
-``"bwrap"``     one bubblewrap sandbox per snippet (about 35 ms)
+``"pool"``      warm bubblewrap fork-servers, a few ms per snippet (the default)
+``"bwrap"``     one bubblewrap sandbox per snippet (an interpreter start each time)
 ``"docker"``    one container per snippet, where a Docker engine runs
 ``"unsafe-local"``  rlimits only, **no isolation**; only when chosen explicitly
 ``"auto"``      ``pool`` if bubblewrap works here, else ``docker`` if an engine answers, else
@@ -20,7 +20,10 @@ are typed (:class:`RunResult`: stdout, stderr, exit code, timed out, which limit
 ...     sandbox.run("print(1 + 1)").stdout
 '2\\n'
 
-See ``docs/sandbox.md`` for the isolation each backend gives and the attacks tested.
+The code is treated as hostile: as root it never runs as host uid 0, a seccomp filter and
+cgroups hold it, nothing it does survives its run, and hidden tests run in a separate trusted
+process it cannot reach. See ``docs/sandbox.md`` for the threat model, every measure and its
+test, and ``docs/benchmarks.md`` for the measured costs.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ count is capped by ``RLIMIT_NPROC`` on the uid and memory per process by ``RLIMI
 
 The first process of the sandbox is gemgym's fork-server itself (``--as-pid-1``: no bubblewrap
 init that a program could take over), which runs each snippet in a child and cleans up after it
-(see :mod:`gemgym.sandbox._runner`). This backend starts one sandbox per snippet (about 70 ms);
-:class:`~gemgym.sandbox.pool.PoolSandbox` keeps them warm (about 2 ms per snippet).
+(see :mod:`gemgym.sandbox._runner`). This backend starts one sandbox per snippet;
+:class:`~gemgym.sandbox.pool.PoolSandbox` keeps them warm (costs in ``docs/benchmarks.md``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``pool`` backend: warm bubblewrap fork-servers, about 2 ms per snippet.
+"""The ``pool`` backend: warm bubblewrap fork-servers (costs in ``docs/benchmarks.md``).
 
 Each worker is one long-lived bubblewrap sandbox (the isolation of
 :class:`~gemgym.sandbox.bwrap.BwrapSandbox`: an unprivileged host uid, seccomp, its own cgroups)
