@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from gemgym.errors import (
     InvalidEnvIdError,
     UnknownParameterError,
 )
-from gemgym.registry import parse_env_id, registry
+from gemgym.registry import EnvSpec, parse_env_id, registry
 from gemgym.wrappers import OrderEnforcing, TimeLimit
 
 
@@ -149,3 +151,43 @@ def test_third_party_envs_register_through_entry_points(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "True"]
+
+
+def test_concurrent_lookups_wait_for_the_first_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread that looks an id up while another thread is loading the envs waits for the load
+    instead of failing with EnvNotFoundError (the lazy-load flag is read under the lock)."""
+    race_id = "test:Race-v0"
+    loading = threading.Event()
+
+    def slow_plugins() -> None:  # the last step of the first load, made slow
+        loading.set()
+        time.sleep(0.3)
+        registry.register(EnvSpec(race_id, "gemgym.envs.games.guess_the_number:GuessTheNumberEnv"))
+
+    monkeypatch.setattr(registry, "_specs", {})  # a fresh registry state
+    monkeypatch.setattr(registry, "_builtins_loaded", False)
+    monkeypatch.setattr(registry, "_load_plugins", slow_plugins)
+    results: dict[str, object] = {}
+
+    def look_up(name: str, fn: Callable[[], object]) -> None:
+        try:
+            results[name] = fn()
+        except Exception as e:  # the assertion below reports it
+            results[name] = e
+
+    first = threading.Thread(target=look_up, args=("first", lambda: gemgym.spec(race_id)))
+    first.start()
+    assert loading.wait(5)
+    others = [
+        threading.Thread(target=look_up, args=("spec", lambda: gemgym.spec(race_id))),
+        threading.Thread(target=look_up, args=("make", lambda: gemgym.make(race_id))),
+        threading.Thread(target=look_up, args=("ids", lambda: race_id in gemgym.list_envs())),
+    ]
+    for t in others:
+        t.start()
+    for t in [first, *others]:
+        t.join(10)
+    assert isinstance(results["first"], EnvSpec)
+    assert isinstance(results["spec"], EnvSpec), results["spec"]
+    assert isinstance(results["make"], gemgym.Env), results["make"]
+    assert results["ids"] is True

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from gemgym.registry import EnvSpec
+    from gemgym.spec import EnvSpec
 
 __all__ = [
     "ActT",

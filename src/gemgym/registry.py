@@ -17,16 +17,13 @@ import fnmatch
 import importlib
 import inspect
 import pkgutil
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gemgym.core import Env, Wrapper
 from gemgym.errors import (
     ConfigError,
-    DependencyNotInstalled,
     DuplicateEnvError,
     EnvNotFoundError,
     InvalidEnvIdError,
@@ -34,6 +31,7 @@ from gemgym.errors import (
     UnknownParameterError,
     close_matches,
 )
+from gemgym.spec import EnvSpec, parse_env_id
 
 if TYPE_CHECKING:
     from gemgym.vector import VectorEnv
@@ -51,99 +49,8 @@ __all__ = [
     "spec",
 ]
 
-ENV_ID_RE = re.compile(
-    r"^(?:(?P<namespace>[A-Za-z][\w.-]*):)?"
-    r"(?P<name>[A-Za-z0-9_.+]+(?:-(?!v\d)[A-Za-z0-9_.+]+)*?)"
-    r"(?:-v(?P<version>\d+))?"
-    r"(?:-(?P<variant>[\w.+-]+))?$"
-)
-
-EntryPoint = str | Callable[..., Env[Any, Any]]
+EnvFactory = Callable[..., Env[Any, Any]]
 WrapperFactory = Callable[[Env[Any, Any]], Env[Any, Any]]
-
-
-def parse_env_id(env_id: str) -> tuple[str | None, str, int | None, str | None]:
-    """Split an id into ``(namespace, name, version, variant)``.
-
-    >>> parse_env_id("game:GuessTheNumber-v0-hard")
-    ('game', 'GuessTheNumber', 0, 'hard')
-    >>> parse_env_id("math:GSM8K")
-    ('math', 'GSM8K', None, None)
-    """
-    m = ENV_ID_RE.match(env_id) if isinstance(env_id, str) else None
-    if m is None:
-        raise InvalidEnvIdError(
-            f"{env_id!r} is not a valid env id; ids look like 'namespace:Name-v0-variant', "
-            "e.g. 'game:GuessTheNumber-v0-hard' or 'math:GSM8K'"
-        )
-    version = m.group("version")
-    return (
-        m.group("namespace"),
-        m.group("name"),
-        int(version) if version else None,
-        m.group("variant"),
-    )
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """Everything needed to build an env: its id, entry point and default keyword arguments.
-
-    Attributes:
-        id: the env id.
-        entry_point: ``"package.module:Callable"`` or a callable returning an :class:`Env`.
-        kwargs: default keyword arguments; ``make(id, **kw)`` overrides them.
-        max_episode_steps: when set, ``make`` wraps the env in :class:`~gemgym.wrappers.TimeLimit`.
-        order_enforce: ``make`` wraps the env in :class:`~gemgym.wrappers.OrderEnforcing`.
-        description: a one-line summary shown by ``gemgym list``.
-        extra: the ``gemgym[extra]`` the env needs beyond the core install, if any.
-    """
-
-    id: str
-    entry_point: EntryPoint
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    max_episode_steps: int | None = None
-    order_enforce: bool = True
-    description: str = ""
-    extra: str | None = None
-
-    @property
-    def namespace(self) -> str | None:
-        """The part before ``:`` (e.g. ``game``)."""
-        return parse_env_id(self.id)[0]
-
-    def load(self) -> Callable[..., Env[Any, Any]]:
-        """Import and return the entry point's callable."""
-        if callable(self.entry_point):
-            return self.entry_point
-        module_name, _, attr = self.entry_point.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            if isinstance(e, DependencyNotInstalled):
-                raise
-            hint = f'; install it with: pip install "gemgym[{self.extra}]"' if self.extra else ""
-            raise DependencyNotInstalled(
-                f"cannot import {module_name!r} for env {self.id!r}: {e}{hint}"
-            ) from e
-        try:
-            fn: Callable[..., Env[Any, Any]] = getattr(module, attr)
-        except AttributeError as e:
-            raise RegistryError(
-                f"entry point {self.entry_point!r} of env {self.id!r}: {module_name} has no {attr!r}"
-            ) from e
-        return fn
-
-    def pprint(self) -> str:
-        """A short multi-line description (id, entry point, kwargs, limits)."""
-        lines = [f"id: {self.id}", f"entry_point: {self.entry_point}"]
-        if self.kwargs:
-            lines.append(f"kwargs: {dict(self.kwargs)}")
-        if self.max_episode_steps is not None:
-            lines.append(f"max_episode_steps: {self.max_episode_steps}")
-        if self.extra:
-            lines.append(f'requires: pip install "gemgym[{self.extra}]"')
-        return "\n".join(lines)
 
 
 class Registry:
@@ -160,8 +67,11 @@ class Registry:
 
     # -- discovery -------------------------------------------------------------------------
     def _ensure_loaded(self) -> None:
-        if self._builtins_loaded or self._loading:
+        if self._builtins_loaded:  # set last, under the lock: once true, every env is there
             return
+        # Another thread that is loading holds the lock: wait for it rather than look up a half
+        # filled registry. ``_loading`` is only seen true here by the loading thread itself (an
+        # env module that looks an id up while it is imported); the RLock lets it through.
         with self._lock:
             if self._builtins_loaded or self._loading:
                 return
@@ -258,7 +168,7 @@ registry = Registry()
 
 def register(
     id: str,
-    entry_point: EntryPoint,
+    entry_point: str | EnvFactory,
     *,
     kwargs: Mapping[str, Any] | None = None,
     max_episode_steps: int | None = None,
@@ -425,17 +335,24 @@ def make_vec(
     """
     from gemgym.vector import make_vector_env
 
+    # Only make_vec's own parameters are checked here; the ids, the per-env kwargs, the backend
+    # and its options are checked by make_vector_env, the one place for both entry points.
+    if num_envs is not None and (
+        isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1
+    ):
+        raise ConfigError(f"num_envs must be a positive int, got {num_envs!r}")
     if isinstance(env_ids, str):
         ids = [env_ids] * (1 if num_envs is None else num_envs)
     else:
         ids = list(env_ids)
         if num_envs is not None and num_envs != len(ids):
-            raise ConfigError(f"num_envs={num_envs} but {len(ids)} env ids were given")
-    if vec_kwargs is not None and len(vec_kwargs) != len(ids):
-        raise ConfigError(f"vec_kwargs has {len(vec_kwargs)} entries for {len(ids)} envs")
-    for env_id in set(ids):
-        registry.spec(env_id)  # fail fast on unknown ids, with suggestions
-    per_env = [{**kwargs, **(vec_kwargs[i] if vec_kwargs else {})} for i in range(len(ids))]
+            raise ConfigError(
+                f"num_envs={num_envs} but {len(ids)} env ids were given; "
+                "pass one id with num_envs, or a list of ids without it"
+            )
+    per_env = [{**kwargs, **vk} for vk in vec_kwargs] if vec_kwargs is not None else None
+    if per_env is None and kwargs:
+        per_env = [dict(kwargs) for _ in ids]
     if async_mode and backend == "sync":
         backend = "thread"
     venv = make_vector_env(

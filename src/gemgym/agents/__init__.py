@@ -6,8 +6,16 @@
 * :class:`FunctionAgent` adapts a plain batched callable ``list[obs] -> list[action]``.
 """
 
-from gemgym.agents.base import Agent, BaseAgent, FunctionAgent, make_agent
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gemgym.agents.base import Agent, BaseAgent, FunctionAgent
 from gemgym.agents.builtin import OracleAgent, RandomAgent
+from gemgym.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gemgym.agents.openai import OpenAIAgent
 
 __all__ = [
     "Agent",
@@ -18,6 +26,23 @@ __all__ = [
     "RandomAgent",
     "make_agent",
 ]
+
+
+def make_agent(name: str, **kwargs: Any) -> Agent:
+    """Build a built-in agent by name: ``random``, ``oracle`` or ``openai``.
+
+    It lives here, above the agent modules, so that :mod:`gemgym.agents.base` imports none of
+    the agents built on it.
+    """
+    if name == "random":
+        return RandomAgent(**kwargs)
+    if name == "oracle":
+        return OracleAgent(**kwargs)
+    if name == "openai":
+        from gemgym.agents.openai import OpenAIAgent
+
+        return OpenAIAgent(**kwargs)
+    raise ConfigError(f"unknown agent {name!r}; choose random, oracle or openai")
 
 
 def __getattr__(name: str) -> object:

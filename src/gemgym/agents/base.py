@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from gemgym.core import Env
 from gemgym.errors import ConfigError
 
-__all__ = ["Agent", "BaseAgent", "FunctionAgent", "make_agent"]
+__all__ = ["Agent", "BaseAgent", "FunctionAgent"]
 
 
 @runtime_checkable
@@ -74,18 +74,3 @@ class FunctionAgent(BaseAgent):
                 f"policy returned {len(actions)} actions for {len(observations)} observations"
             )
         return actions
-
-
-def make_agent(name: str, **kwargs: Any) -> Agent:
-    """Build a built-in agent by name: ``random``, ``oracle`` or ``openai``."""
-    from gemgym.agents.builtin import OracleAgent, RandomAgent
-
-    if name == "random":
-        return RandomAgent(**kwargs)
-    if name == "oracle":
-        return OracleAgent(**kwargs)
-    if name == "openai":
-        from gemgym.agents.openai import OpenAIAgent
-
-        return OpenAIAgent(**kwargs)
-    raise ConfigError(f"unknown agent {name!r}; choose random, oracle or openai")
