@@ -166,3 +166,23 @@ def test_config_validation() -> None:
         SudokuEnv(scale=5)
     with pytest.raises(ConfigError, match="clues"):
         SudokuEnv(clues=100, scale=9)
+
+
+def test_the_expert_raises_instead_of_making_up_a_move() -> None:
+    from gemgym.errors import ResetNeeded
+
+    env = _env("easy")
+    with pytest.raises(ResetNeeded, match="reset"):  # not started: no board
+        env.expert_action()
+    env.reset(seed=0)
+    state = env.get_state()
+    i = env.board.index(0)
+    wrong = next(d for d in range(1, 5) if d != env.solution[i] and not env._conflicts(i, d))
+    env.board[i] = wrong  # a board with no solution (never reached by playing)
+    assert 0 in env.board
+    with pytest.raises(RuntimeError, match="no solution"):
+        env.expert_action()
+    env.set_state(state)
+    env.board = list(env.solution)  # a complete board: the episode is over
+    with pytest.raises(ResetNeeded, match="reset"):
+        env.expert_action()

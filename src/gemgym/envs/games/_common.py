@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import numbers
 import re
-from dataclasses import dataclass
-from typing import Any, ClassVar
+import types
+import typing
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Generic, TypeVar
 
 from gemgym.core import Env
+from gemgym.errors import ConfigError
 
 __all__ = [
     "DIRECTIONS",
@@ -14,7 +18,10 @@ __all__ = [
     "INTERNAL_STEP_REWARD",
     "INVALID_ACTION_REWARD",
     "SUCCESS_REWARD",
+    "TURN_LIMIT_TEXT",
+    "GameConfig",
     "GameEnv",
+    "Step",
     "last_boxed",
     "last_boxed_match",
     "last_match",
@@ -118,25 +125,149 @@ def parse_direction(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class GameConfig:
-    """Base of the games' typed configs; subclasses add fields and override :meth:`validate`."""
+    """Base of the games' typed configs; subclasses add fields and override :meth:`validate`.
+
+    Construction checks every field against its annotation (``int``, ``bool``, ``int | None``,
+    ``tuple[int, int] | None``) and raises :class:`~gemgym.errors.ConfigError` naming the
+    parameter, so ``max_turns="five"`` fails at ``make()`` with a readable message instead of a
+    comparison error later; :meth:`validate` then checks the values.
+    """
+
+    def __post_init__(self) -> None:
+        hints = _field_types(type(self))
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not _matches(value, hints[f.name]):
+                raise ConfigError(
+                    f"{f.name} must be {_describe(hints[f.name])}, got {value!r} "
+                    f"({type(value).__name__})"
+                )
 
     def validate(self) -> None:
         """Raise :class:`~gemgym.errors.ConfigError` for inconsistent values."""
 
 
-class GameEnv(Env[str, str]):
-    """Base class of the text games: turn counting and GEM's ``info["suffix"]`` convention.
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}
 
-    Subclasses set :attr:`turn_count` through :meth:`_next_turn` and return GEM-style steps.
-    The episode ends by truncation (``truncated=True``, ``terminated=False``) when the game's own
-    ``max_turns`` rule is reached without a terminal outcome.
+
+def _field_types(cls: type) -> dict[str, Any]:
+    found = _FIELD_TYPES.get(cls)
+    if found is None:
+        found = _FIELD_TYPES[cls] = typing.get_type_hints(cls)
+    return found
+
+
+def _matches(value: object, hint: Any) -> bool:
+    """Whether ``value`` fits ``hint`` (the annotations games use; ``bool`` is no ``int``)."""
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:  # numpy integers too (a sweep's values)
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_matches(v, args[0]) for v in value)
+        return len(value) == len(args) and all(
+            _matches(v, h) for v, h in zip(value, args, strict=True)
+        )
+    return isinstance(value, hint)
+
+
+def _describe(hint: Any) -> str:
+    if hint is type(None):
+        return "None"
+    if hint is bool:
+        return "a bool"
+    if hint is int:
+        return "an int"
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return f"a tuple of {len(args)} ints" if args[0] is int else "a tuple"
+    return f"a {getattr(hint, '__name__', hint)}"
+
+
+Step = tuple[str, float, bool, bool, dict[str, Any]]
+"""What :meth:`GameEnv.step` returns: ``(observation, reward, terminated, truncated, info)``."""
+
+MoveT = TypeVar("MoveT")
+
+TURN_LIMIT_TEXT = "You have reached the maximum number of turns."
+
+
+class GameEnv(Env[str, str], Generic[MoveT]):
+    """Base class of the text games: the episode structure, written once.
+
+    :meth:`step` is a template; a game implements two hooks and may override a third:
+
+    * :meth:`parse_move` turns the model's text into a move (``None``: no parsable move, a
+      format error: reward :data:`FORMAT_ERROR_REWARD`, ``terminated``);
+    * :meth:`play_move` applies a move at turn :attr:`turn_count` and returns ``(observation,
+      reward, outcome)``, ``outcome`` being ``True`` (won), ``False`` (lost) or ``None`` (the game
+      goes on): won and lost end the episode with ``terminated=True``;
+    * :meth:`turn_limit` turns the last step of an unfinished game at ``max_turns`` into its
+      final observation and reward (default: the step's own reward, and the observation followed
+      by "You have reached the maximum number of turns."); games with partial credit override it.
+
+    The turn limit ends the episode by truncation only (``truncated=True``, ``terminated=False``),
+    and a format error or a finished game at the last turn is not also truncated. Every step's
+    ``info`` holds ``suffix`` (:meth:`get_task_suffix`) and ``turn``; the last step's also
+    ``success`` and a format error's ``format_error``.
+
+    An action that is not a ``str`` (a number, ``None``, bytes, a message dict) is a bug in the
+    caller, not the model's format error: :meth:`step` raises ``TypeError`` naming it.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "category": "game"}
 
+    format_error_detail: ClassVar[str] = "you did not provide a valid action"
+    """What the observation of a format error says after "At turn N, "."""
+
     turn_count: int = 0
     max_turns: int = 1
 
+    # -- the template --------------------------------------------------------------------------
+    def step(self, action: str) -> Step:
+        if not isinstance(action, str):
+            raise TypeError(
+                f"{type(self).__name__}.step() takes the model's reply as a str, got "
+                f"{type(action).__name__}: {action!r:.200}"
+            )
+        self.turn_count += 1
+        move = self.parse_move(action)
+        if move is None:
+            return self._format_error(self.format_error_detail)
+        obs, reward, outcome = self.play_move(move)
+        if outcome is not None:
+            return obs, reward, True, False, self._info(success=outcome)
+        if self.turn_count >= self.max_turns:
+            obs, reward = self.turn_limit(obs, reward)
+            return obs, reward, False, True, self._info(success=False)
+        return obs, reward, False, False, self._info()
+
+    # -- the hooks -----------------------------------------------------------------------------
+    def parse_move(self, action: str) -> MoveT | None:
+        """The move in the model's reply ``action``, or ``None`` (a format error)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement parse_move()")
+
+    def play_move(self, move: MoveT) -> tuple[str, float, bool | None]:
+        """Apply ``move`` at turn :attr:`turn_count`: ``(observation, reward, outcome)``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement play_move()")
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        """The final ``(observation, reward)`` when ``max_turns`` is reached unfinished."""
+        return f"{obs}\n{TURN_LIMIT_TEXT}", reward
+
+    # -- helpers -------------------------------------------------------------------------------
     def get_task_suffix(self) -> str:
         """The text GEM appends after the observation (board state, "Enter your guess")."""
         return ""
@@ -146,8 +277,6 @@ class GameEnv(Env[str, str]):
         info.update(extra)
         return info
 
-    def _format_error(
-        self, detail: str = "you did not provide a valid action"
-    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def _format_error(self, detail: str = "you did not provide a valid action") -> Step:
         obs = f"At turn {self.turn_count}, {detail}."
         return obs, FORMAT_ERROR_REWARD, True, False, self._info(format_error=True, success=False)

@@ -90,8 +90,10 @@ class CrosswordsConfig(GameConfig):
             raise ConfigError(f"num_words must be in 1..20 (or None), got {self.num_words}")
 
 
-class CrosswordsEnv(GameEnv):
+class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
     """Fill the crossword within ``max_turns`` turns (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid guess in \\boxed{row column letter} format"
 
     def __init__(
         self,
@@ -163,16 +165,16 @@ class CrosswordsEnv(GameEnv):
         self.turn_count = 0
         return self._get_instructions(), {"suffix": self.get_task_suffix()}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> tuple[int, int, str] | None:
         match = last_boxed_match(action, _MOVE_RE)
         if match is None:
-            return self._format_error(
-                "you did not provide a valid guess in \\boxed{row column letter} format"
-            )
+            return None
         row, col = (int(g) if len(g) <= 6 else 10**6 for g in match.groups()[:2])
-        letter = match.group(3).upper()
+        return row, col, match.group(3).upper()
+
+    def play_move(self, move: tuple[int, int, str]) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
+        row, col, letter = move
         board = self.board
         reward = INVALID_ACTION_REWARD
         what = f"At turn {turn}, you tried to place {letter} at ({row}, {col})"
@@ -191,12 +193,9 @@ class CrosswordsEnv(GameEnv):
             reward = 1.0 / self.total_letter_cells
             if self.empty_cells == 0:
                 obs = "Congratulations! You completed the Crosswords puzzle!"
-                return obs, reward, True, False, self._info(success=True)
+                return obs, reward, True
             obs = f"At turn {turn}, you placed {letter} at ({row}, {col}) correctly."
-        if turn >= self.max_turns:
-            obs = f"{obs}\nYou have reached the maximum number of turns."
-            return obs, reward, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
 
     def _empty(self) -> list[tuple[int, int]]:
         return [(r, c) for r, row in enumerate(self.board) for c, ch in enumerate(row) if ch == "_"]

@@ -39,6 +39,7 @@ from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
     INVALID_ACTION_REWARD,
     SUCCESS_REWARD,
+    TURN_LIMIT_TEXT,
     GameConfig,
     GameEnv,
     parse_direction,
@@ -160,8 +161,10 @@ class FifteenPuzzleConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
-class FifteenPuzzleEnv(GameEnv):
+class FifteenPuzzleEnv(GameEnv[str]):
     """Solve an n×n sliding puzzle within ``max_turns`` moves (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid move"
 
     def __init__(self, max_turns: int | None = 20, num_rows: int | None = 2) -> None:
         self.config = FifteenPuzzleConfig(max_turns, num_rows)
@@ -238,12 +241,11 @@ class FifteenPuzzleEnv(GameEnv):
         goal = _goal(self.num_rows)
         return sum(a == b for a, b in zip(self.board, goal, strict=True)) / len(goal)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
+    def parse_move(self, action: str) -> str | None:
+        return parse_direction(action)
+
+    def play_move(self, direction: str) -> tuple[str, float, bool | None]:
         turn = self.turn_count
-        direction = parse_direction(action)
-        if direction is None:
-            return self._format_error("you did not provide a valid move")
         moved = _apply(self.board, direction, self.num_rows)
         if moved is None:
             obs = (
@@ -256,13 +258,14 @@ class FifteenPuzzleEnv(GameEnv):
             self._suffix = self._render()
             if moved == _goal(self.num_rows):
                 obs = "Congratulations! You have solved the puzzle!"
-                return obs, SUCCESS_REWARD, True, False, self._info(success=True)
+                return obs, SUCCESS_REWARD, True
             obs = f"At turn {turn}, you made a valid move: {direction}."
             reward = INTERNAL_STEP_REWARD
-        if turn >= self.max_turns:
-            obs = "You have reached the maximum number of turns."
-            return obs, self._soft_reward(), False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        """Partial credit: the share of the cells that hold their goal tile."""
+        return TURN_LIMIT_TEXT, self._soft_reward()
 
     # -- agents --------------------------------------------------------------------------------
     def sample_random_action(self) -> str:

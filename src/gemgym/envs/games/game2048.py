@@ -112,8 +112,10 @@ class Game2048Config(GameConfig):
             raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
-class Game2048Env(GameEnv):
+class Game2048Env(GameEnv[str]):
     """Reach ``target_tile`` within ``max_turns`` moves (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid move. Please use \\boxed{direction} format"
 
     def __init__(
         self,
@@ -197,14 +199,11 @@ class Game2048Env(GameEnv):
     def _can_move(self) -> bool:
         return any(_move(self.board, d, self.board_size) != self.board for d in DIRECTIONS)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
+    def parse_move(self, action: str) -> str | None:
+        return parse_direction(action)
+
+    def play_move(self, direction: str) -> tuple[str, float, bool | None]:
         turn = self.turn_count
-        direction = parse_direction(action)
-        if direction is None:
-            return self._format_error(
-                "you did not provide a valid move. Please use \\boxed{direction} format"
-            )
         moved = _move(self.board, direction, self.board_size)
         if moved == self.board:
             obs = (
@@ -219,15 +218,15 @@ class Game2048Env(GameEnv):
             self._suffix = self._render()
             if self.max_tile_achieved >= self.target_tile:
                 obs = f"Congratulations! You reached the {self.target_tile} tile in {turn} turns!"
-                return obs, reward, True, False, self._info(success=True)
+                return obs, reward, True
             if not self._can_move():
                 obs = "Game over! No more moves possible."
-                return obs, reward, True, False, self._info(success=False)
+                return obs, reward, False
             obs = f"At turn {turn}, you moved {direction}"
-        if turn >= self.max_turns:
-            obs = f"You have reached the maximum number of turns ({self.max_turns})."
-            return obs, reward, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        return f"You have reached the maximum number of turns ({self.max_turns}).", reward
 
     # -- agents --------------------------------------------------------------------------------
     def sample_random_action(self) -> str:

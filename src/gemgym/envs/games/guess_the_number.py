@@ -36,6 +36,7 @@ from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
     INVALID_ACTION_REWARD,
     SUCCESS_REWARD,
+    TURN_LIMIT_TEXT,
     GameConfig,
     GameEnv,
 )
@@ -67,8 +68,10 @@ class GuessTheNumberConfig(GameConfig):
                 raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
-class GuessTheNumberEnv(GameEnv):
+class GuessTheNumberEnv(GameEnv[int]):
     """Guess a hidden number within ``max_turns`` turns (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid guess"
 
     def __init__(
         self,
@@ -91,6 +94,7 @@ class GuessTheNumberEnv(GameEnv):
         self.low = self.min_number
         self.high = self.max_number
         self.last_guess: int | None = None
+        self._last_guess_new = False
 
     def _get_instructions(self) -> str:
         key = (self.min_number, self.max_number, self.max_turns)
@@ -129,20 +133,22 @@ class GuessTheNumberEnv(GameEnv):
         self.turn_count = 0
         self.low, self.high = self.min_number, self.max_number
         self.last_guess = None
+        self._last_guess_new = False
         return self._get_instructions(), {"suffix": _SUFFIX}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
-        found = _GUESS_RE.findall(action) if isinstance(action, str) else None
+    def parse_move(self, action: str) -> int | None:
+        found = _GUESS_RE.findall(action)
         if not found:
-            return self._format_error("you did not provide a valid guess")
+            return None
         raw = found[-1]
         # A huge number is out of range, and int() of 4,300+ digits would raise.
-        guess = int(raw) if len(raw) <= 18 else (10**18 if raw[0] != "-" else -(10**18))
+        return int(raw) if len(raw) <= 18 else (10**18 if raw[0] != "-" else -(10**18))
+
+    def play_move(self, guess: int) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
         reward = INVALID_ACTION_REWARD
         in_range = self.min_number <= guess <= self.max_number
-        new = in_range and guess not in self.previous_guesses
+        self._last_guess_new = in_range and guess not in self.previous_guesses
         if not in_range:
             obs = f"At turn {turn}, you guessed {guess}, which is outside the range specified."
         elif guess in self.previous_guesses:
@@ -154,7 +160,7 @@ class GuessTheNumberEnv(GameEnv):
                     f"Congratulations! You guessed the correct number {self.game_number} "
                     f"in {turn} turns."
                 )
-                return obs, SUCCESS_REWARD, True, False, {"suffix": _SUFFIX, "success": True}
+                return obs, SUCCESS_REWARD, True
             if guess > self.game_number:
                 hint = "lower"
                 self.high = min(self.high, guess - 1)
@@ -167,13 +173,16 @@ class GuessTheNumberEnv(GameEnv):
             )
             reward = INTERNAL_STEP_REWARD
         self.last_guess = guess
-        if turn >= self.max_turns:
+        return obs, reward, None
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        """Partial credit for a new in-range last guess: ``1 - |guess - target| / span``."""
+        # a repeat or out-of-range guess is invalid
+        close = self._last_guess_new and self.config.partial_credit
+        if close and self.last_guess is not None:
             span = self.max_number - self.min_number
-            close = new and self.config.partial_credit  # a repeat or out-of-range guess is invalid
-            reward = 1.0 - abs(guess - self.game_number) / span if close else 0.0
-            obs = "You have reached the maximum number of turns."
-            return obs, reward, False, True, {"suffix": _SUFFIX, "success": False}
-        return obs, reward, False, False, {"suffix": _SUFFIX}
+            return TURN_LIMIT_TEXT, 1.0 - abs(self.last_guess - self.game_number) / span
+        return TURN_LIMIT_TEXT, 0.0
 
     def sample_random_action(self) -> str:
         return "\\boxed{" + str(self.rng.randint(self.min_number, self.max_number)) + "}"

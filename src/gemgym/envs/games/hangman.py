@@ -85,8 +85,10 @@ class HangmanConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
 
 
-class HangmanEnv(GameEnv):
+class HangmanEnv(GameEnv[str]):
     """Find the hidden word within ``max_turns`` turns (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid guess"
 
     def __init__(
         self,
@@ -154,13 +156,12 @@ class HangmanEnv(GameEnv):
         self.turn_count = 0
         return self._get_instructions(), {"suffix": self.get_task_suffix()}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> str | None:
         match = last_boxed_match(action, _GUESS_RE)
-        if match is None:
-            return self._format_error("you did not provide a valid guess")
-        guess = match.group(1).upper()
+        return match.group(1).upper() if match is not None else None
+
+    def play_move(self, guess: str) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
         secret = self.secret_word
         n = len(secret)
         reward = INVALID_ACTION_REWARD
@@ -170,7 +171,7 @@ class HangmanEnv(GameEnv):
                 self.board = list(secret)
                 obs = f"Congratulations! You guessed the word '{secret}' correctly!"
                 reward = 0.5 * hidden + 0.5 * SUCCESS_REWARD
-                return obs, reward, True, False, self._info(success=True)
+                return obs, reward, True
             if len(guess) != n:
                 obs = (
                     f"At turn {turn}, you guessed '{guess}', which is of length {len(guess)}, "
@@ -194,7 +195,7 @@ class HangmanEnv(GameEnv):
                 if "_" not in self.board:
                     obs = f"Congratulations! You revealed the word '{secret}'."
                     reward += 0.5 * SUCCESS_REWARD
-                    return obs, reward, True, False, self._info(success=True)
+                    return obs, reward, True
                 obs = (
                     f"At turn {turn}, you successfully guessed a letter '{guess}' that is in the "
                     "secret word."
@@ -202,10 +203,7 @@ class HangmanEnv(GameEnv):
             else:
                 obs = f"At turn {turn}, you guessed a letter '{guess}' that is not in the secret word."
                 reward = INTERNAL_STEP_REWARD
-        if turn >= self.max_turns:
-            obs = f"{obs}\nYou have reached the maximum number of turns."
-            return obs, reward, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
 
     def sample_random_action(self) -> str:
         rng = self.rng

@@ -133,8 +133,10 @@ class MastermindConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
 
 
-class MastermindEnv(GameEnv):
+class MastermindEnv(GameEnv[tuple[int, ...]]):
     """Guess the secret code within ``max_turns`` turns (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid guess"
 
     def __init__(
         self,
@@ -198,16 +200,15 @@ class MastermindEnv(GameEnv):
         self.history = []
         return self._get_instructions(), {"suffix": _SUFFIX}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> tuple[int, ...] | None:
         match = last_boxed_match(action, _GUESS_RE)
         if match is None:
-            return self._format_error("you did not provide a valid guess")
+            return None
         # Numbers too long for int() (and for any code) count as out of range.
-        guess = tuple(
-            int(t) if len(t) <= 6 else -1 for t in _SPLIT_RE.split(match.group(1).strip())
-        )
+        return tuple(int(t) if len(t) <= 6 else -1 for t in _SPLIT_RE.split(match.group(1).strip()))
+
+    def play_move(self, guess: tuple[int, ...]) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
         shown = " ".join(str(g) if g >= 0 else "(too long)" for g in guess)
         reward = INVALID_ACTION_REWARD
         if len(guess) != self.code_length:
@@ -231,15 +232,12 @@ class MastermindEnv(GameEnv):
                 self.milestone = black
             if black == self.code_length:
                 obs = f"Congratulations! You guessed the correct code {shown} in {turn} turns."
-                return obs, reward, True, False, {"suffix": _SUFFIX, "turn": turn, "success": True}
+                return obs, reward, True
             obs = (
                 f"At turn {turn}, you guessed {shown}. This guess receives {black} black peg(s) "
                 f"and {white} white peg(s)."
             )
-        if turn >= self.max_turns:
-            obs = f"{obs}\nYou have reached the maximum number of turns."
-            return obs, reward, False, True, {"suffix": _SUFFIX, "turn": turn, "success": False}
-        return obs, reward, False, False, {"suffix": _SUFFIX, "turn": turn}
+        return obs, reward, None
 
     def sample_random_action(self) -> str:
         digits = range(1, self.num_numbers + 1)

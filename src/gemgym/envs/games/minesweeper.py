@@ -108,8 +108,10 @@ class MinesweeperConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int, got {turns}")
 
 
-class MinesweeperEnv(GameEnv):
+class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
     """Clear the minefield within ``max_turns`` turns (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid guess"
 
     def __init__(
         self,
@@ -244,19 +246,21 @@ class MinesweeperEnv(GameEnv):
                             queue.append(j)
         return count
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> tuple[str, int, int] | None:
         match = last_boxed_match(action, _ACTION_RE)
         if match is None:
-            return self._format_error("you did not provide a valid guess")
-        command = match.group(1).lower()
-        row, col = _to_int(match.group(2)), _to_int(match.group(3))
+            return None
+        return match.group(1), _to_int(match.group(2)), _to_int(match.group(3))
+
+    def play_move(self, move: tuple[str, int, int]) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
+        verb, row, col = move
+        command = verb.lower()
         reward = INVALID_ACTION_REWARD
         cell = row * self.cols + col
         if command not in ("reveal", "flag"):
             obs = (
-                f"At turn {turn}, you chose an invalid action '{match.group(1)}'. "
+                f"At turn {turn}, you chose an invalid action '{verb}'. "
                 "Valid actions are 'reveal' or 'flag'."
             )
         elif not (row < self.rows and col < self.cols):
@@ -290,18 +294,15 @@ class MinesweeperEnv(GameEnv):
                 self.revealed[cell] = True
                 self._cells[cell] = " * "
                 obs = f"Game over! You hit a mine at ({row}, {col})."
-                return obs, FAIL_REWARD, True, False, self._info(success=False)
+                return obs, FAIL_REWARD, False
             new = self._flood(cell)
             self.safe_left -= new
             reward = new / (self.rows * self.cols - self.num_mines)
             if self.safe_left == 0:
                 obs = "Congratulations! You have successfully cleared the Minesweeper board."
-                return obs, reward, True, False, self._info(success=True)
+                return obs, reward, True
             obs = f"At turn {turn}, you successfully revealed cell ({row}, {col})."
-        if turn >= self.max_turns:
-            obs = f"{obs}\nYou have reached the maximum number of turns."
-            return obs, reward, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
 
     def sample_random_action(self) -> str:
         rng = self.rng

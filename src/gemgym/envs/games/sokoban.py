@@ -41,6 +41,7 @@ from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
     INVALID_ACTION_REWARD,
     SUCCESS_REWARD,
+    TURN_LIMIT_TEXT,
     GameConfig,
     GameEnv,
     parse_direction,
@@ -83,8 +84,10 @@ class SokobanConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
-class SokobanEnv(GameEnv):
+class SokobanEnv(GameEnv[str]):
     """Push the boxes onto the targets within ``max_turns`` moves (see the module docstring)."""
+
+    format_error_detail = "your submitted action is not valid"
 
     def __init__(
         self,
@@ -92,8 +95,8 @@ class SokobanEnv(GameEnv):
         max_turns: int | None = 100,
         num_boxes: int | None = 3,
     ) -> None:
-        if dim_room is not None:
-            dim_room = (int(dim_room[0]), int(dim_room[1]))
+        if isinstance(dim_room, list):  # JSON and the CLI give lists
+            dim_room = tuple(dim_room)
         self.config = SokobanConfig(dim_room, max_turns, num_boxes)
         self.config.validate()
         self.is_random = dim_room is None or max_turns is None or num_boxes is None
@@ -257,12 +260,11 @@ class SokobanEnv(GameEnv):
         self._suffix = self._render()
         return self._get_instructions(), {"suffix": self._suffix}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
+    def parse_move(self, action: str) -> str | None:
+        return parse_direction(action)
+
+    def play_move(self, direction: str) -> tuple[str, float, bool | None]:
         turn = self.turn_count
-        direction = parse_direction(action)
-        if direction is None:
-            return self._format_error("your submitted action is not valid")
         step = self._step_of(direction)
         nxt = self.player + step
         reward = INVALID_ACTION_REWARD
@@ -282,14 +284,14 @@ class SokobanEnv(GameEnv):
             self._suffix = self._render()
             if self.boxes == self.targets:
                 obs = "Congratulations! You have solved the Sokoban puzzle!"
-                return obs, SUCCESS_REWARD, True, False, self._info(success=True)
+                return obs, SUCCESS_REWARD, True
             obs = f"At turn {turn}, you {'pushed a box while you ' if pushed else ''}moved {direction}."
             reward = INTERNAL_STEP_REWARD
-        if turn >= self.max_turns:
-            obs = "You have reached the maximum number of turns."
-            partial = len(self.boxes & self.targets) / self.num_boxes
-            return obs, partial, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        """Partial credit: the share of the boxes on targets."""
+        return TURN_LIMIT_TEXT, len(self.boxes & self.targets) / self.num_boxes
 
     # -- agents --------------------------------------------------------------------------------
     def sample_random_action(self) -> str:

@@ -41,11 +41,12 @@ from typing import Any
 
 from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
+    TURN_LIMIT_TEXT,
     GameConfig,
     GameEnv,
     last_match,
 )
-from gemgym.errors import ConfigError
+from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.registry import register
 
 __all__ = ["SudokuConfig", "SudokuEnv", "count_solutions"]
@@ -177,8 +178,10 @@ class SudokuConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
-class SudokuEnv(GameEnv):
+class SudokuEnv(GameEnv[tuple[int, int, int]]):
     """Complete a uniquely solvable Sudoku (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid move"
 
     def __init__(
         self,
@@ -332,13 +335,15 @@ class SudokuEnv(GameEnv):
         boxes = _box_index(s)
         return any(board[j] == digit for j in range(s * s) if boxes[j] == boxes[i])
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> tuple[int, int, int] | None:
         move = last_match(action, _MOVE_RE)
         if move is None:
-            return self._format_error("you did not provide a valid move")
-        row, col, digit = _num(move.group(1)), _num(move.group(2)), _num(move.group(3))
+            return None
+        return _num(move.group(1)), _num(move.group(2)), _num(move.group(3))
+
+    def play_move(self, move: tuple[int, int, int]) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
+        row, col, digit = move
         s = self.scale
         where = f"{digit} at R{row} C{col}"
         reward = INVALID_ACTION_REWARD
@@ -357,7 +362,7 @@ class SudokuEnv(GameEnv):
                 reward = 1.0 / self.init_num_empty
                 if 0 not in self.board:
                     obs = "Congratulations! You have completed the Sudoku puzzle!"
-                    return obs, reward, True, False, self._info(success=True)
+                    return obs, reward, True
                 obs = f"At turn {turn}, you placed {where}, which is correct."
             elif self._conflicts(i, digit):
                 obs = f"At turn {turn}, you tried to place {where}, which violates Sudoku rules."
@@ -366,10 +371,10 @@ class SudokuEnv(GameEnv):
                     f"At turn {turn}, you tried to place {where}, which is not correct: "
                     "the puzzle has no solution with it."
                 )
-        if turn >= self.max_turns:
-            obs = "You have reached the maximum number of turns."
-            return obs, reward, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        return TURN_LIMIT_TEXT, reward
 
     # -- agents --------------------------------------------------------------------------------
     def sample_random_action(self) -> str:
@@ -379,9 +384,13 @@ class SudokuEnv(GameEnv):
 
     def expert_action(self) -> str:
         """Solve the current board by backtracking and fill its first empty cell."""
+        if 0 not in self.board:
+            raise ResetNeeded("the Sudoku is complete (or not started): call reset() first")
         _, solved = count_solutions(self.board, self.scale, limit=1)
-        if solved is None or 0 not in self.board:  # cannot happen for generated puzzles
-            return "\\boxed{1 1 1}"
+        if solved is None:
+            # Only correct digits are ever placed, so a generated puzzle stays solvable: a board
+            # without a solution was set from outside (set_state, a test) and has no expert move.
+            raise RuntimeError("the Sudoku board has no solution, so there is no expert move")
         i = self.board.index(0)
         r, c = divmod(i, self.scale)
         return f"\\boxed{{{r + 1} {c + 1} {solved[i]}}}"

@@ -32,6 +32,7 @@ from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
     INVALID_ACTION_REWARD,
     SUCCESS_REWARD,
+    TURN_LIMIT_TEXT,
     GameConfig,
     GameEnv,
     last_match,
@@ -63,7 +64,7 @@ class TowerofHanoiConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
-class TowerofHanoiEnv(GameEnv):
+class TowerofHanoiEnv(GameEnv[tuple[int, int]]):
     """Move the tower from A to C within ``max_turns`` moves (see the module docstring)."""
 
     def __init__(self, num_disks: int | None = 3, max_turns: int | None = 100) -> None:
@@ -108,14 +109,16 @@ class TowerofHanoiEnv(GameEnv):
         self._suffix = self._render()
         return self._get_instructions(), {"suffix": self._suffix}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> tuple[int, int] | None:
         move = last_match(action, _MOVE_RE)
         if move is None:
-            return self._format_error("you did not provide a valid action")
-        src_name, dst_name = move.group(1).upper(), move.group(2).upper()
-        src, dst = _TOWERS.index(src_name), _TOWERS.index(dst_name)
+            return None
+        return _TOWERS.index(move.group(1).upper()), _TOWERS.index(move.group(2).upper())
+
+    def play_move(self, move: tuple[int, int]) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
+        src, dst = move
+        src_name, dst_name = _TOWERS[src], _TOWERS[dst]
         reward = INVALID_ACTION_REWARD
         if not self.towers[src]:
             obs = f"At turn {turn}, you tried to move from tower {src_name}, which is empty."
@@ -132,17 +135,16 @@ class TowerofHanoiEnv(GameEnv):
             self.towers[dst].append(disk)
             self._suffix = self._render()
             if len(self.towers[2]) == self.num_disks:
-                obs = "Congratulations! You solved the Tower of Hanoi Puzzle"
-                return obs, SUCCESS_REWARD, True, False, self._info(success=True)
+                return "Congratulations! You solved the Tower of Hanoi Puzzle", SUCCESS_REWARD, True
             obs = (
                 f"At turn {turn}, you moved disk {disk} from tower {src_name} to tower {dst_name}."
             )
             reward = INTERNAL_STEP_REWARD
-        if turn >= self.max_turns:
-            obs = "You have reached the maximum number of turns."
-            partial = len(self.towers[2]) / self.num_disks
-            return obs, partial, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        """Partial credit: the share of the disks on tower C."""
+        return TURN_LIMIT_TEXT, len(self.towers[2]) / self.num_disks
 
     # -- agents --------------------------------------------------------------------------------
     def sample_random_action(self) -> str:

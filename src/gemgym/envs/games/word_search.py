@@ -173,8 +173,12 @@ class WordSearchConfig(GameConfig):
             raise ConfigError(f"num_words must be in 1..30 (or None), got {self.num_words}")
 
 
-class WordSearchEnv(GameEnv):
+class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
     """Find every hidden word within ``max_turns`` turns (see the module docstring)."""
+
+    format_error_detail = (
+        "you did not provide a valid guess in \\boxed{start_row start_col end_row end_col} format"
+    )
 
     def __init__(
         self,
@@ -252,16 +256,16 @@ class WordSearchEnv(GameEnv):
                 return word
         return None
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> tuple[int, int, int, int] | None:
         match = last_boxed_match(action, _COORDS_RE)
         if match is None:
-            return self._format_error(
-                "you did not provide a valid guess in \\boxed{start_row start_col end_row "
-                "end_col} format"
-            )
+            return None
         r1, c1, r2, c2 = (int(g) if len(g) <= 6 else 10**6 for g in match.groups())
+        return r1, c1, r2, c2
+
+    def play_move(self, move: tuple[int, int, int, int]) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
+        r1, c1, r2, c2 = move
         where = f"({r1}, {c1}) to ({r2}, {c2})"
         size = len(self.game_board)
         reward = INVALID_ACTION_REWARD
@@ -290,14 +294,11 @@ class WordSearchEnv(GameEnv):
                 reward = 1.0 / len(self.placed_words)
                 if len(self.found_words) == len(self.placed_words):
                     obs = "Congratulations! You completed the Word Search puzzle!"
-                    return obs, reward, True, False, self._info(success=True)
+                    return obs, reward, True
                 obs = (
                     f"At turn {turn}, correct! You found the word '{word}' at coordinates {where}."
                 )
-        if turn >= self.max_turns:
-            obs = f"{obs}\nYou have reached the maximum number of turns."
-            return obs, reward, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+        return obs, reward, None
 
     def sample_random_action(self) -> str:
         """A random straight segment of at least two cells (across or down)."""

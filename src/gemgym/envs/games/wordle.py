@@ -110,8 +110,10 @@ class WordleConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
 
 
-class WordleEnv(GameEnv):
+class WordleEnv(GameEnv[str]):
     """Guess the secret word within ``max_turns`` turns (see the module docstring)."""
+
+    format_error_detail = "you did not provide a valid guess"
 
     def __init__(
         self,
@@ -177,14 +179,15 @@ class WordleEnv(GameEnv):
         self._expert_cache = (0, pool)
         return self._get_instructions(), {"suffix": _SUFFIX}
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.turn_count += 1
-        turn = self.turn_count
+    def parse_move(self, action: str) -> str | None:
         match = last_boxed_match(action, _GUESS_RE)
         if match is None:
-            return self._format_error("you did not provide a valid guess")
+            return None
         guess = match.group(1)
-        guess = (guess if guess.isalpha() else "".join(guess.split())).upper()
+        return (guess if guess.isalpha() else "".join(guess.split())).upper()
+
+    def play_move(self, guess: str) -> tuple[str, float, bool | None]:
+        turn = self.turn_count
         reward = INVALID_ACTION_REWARD
         n = self.word_length
         if len(guess) != n:
@@ -215,16 +218,12 @@ class WordleEnv(GameEnv):
                     f"Congratulations! You guessed the secret word {self.secret_word} "
                     f"in {turn} turns."
                 )
-                info = {"suffix": _SUFFIX, "turn": turn, "success": True}
-                return obs, reward + 0.5 * SUCCESS_REWARD, True, False, info
+                return obs, reward + 0.5 * SUCCESS_REWARD, True
             obs = (
                 f"At turn {turn}, you guessed {guess}.\nFeedback:\n"
                 f"{' '.join(guess)}\n{' '.join(marks)}"
             )
-        if turn >= self.max_turns:
-            obs = f"{obs}\nYou have reached the maximum number of turns."
-            return obs, reward, False, True, {"suffix": _SUFFIX, "turn": turn, "success": False}
-        return obs, reward, False, False, {"suffix": _SUFFIX, "turn": turn}
+        return obs, reward, None
 
     def sample_random_action(self) -> str:
         pool = self._pool

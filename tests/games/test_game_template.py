@@ -1,0 +1,184 @@
+"""The games' shared episode structure (``GameEnv.step``), argument checks and action types."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+import gemgym
+from gemgym.envs.games._common import (
+    FORMAT_ERROR_REWARD,
+    TURN_LIMIT_TEXT,
+    GameConfig,
+    GameEnv,
+)
+from gemgym.errors import ConfigError
+
+GAME_IDS = sorted(gemgym.list_envs("game:*"))
+
+
+def _game(env_id: str, **kwargs: Any) -> GameEnv[Any]:
+    env = gemgym.make(env_id, **kwargs).unwrapped
+    assert isinstance(env, GameEnv)
+    return env
+
+
+def test_every_game_uses_the_template_step() -> None:
+    assert len({i.split("-v0")[0] for i in GAME_IDS}) == 12
+    for env_id in GAME_IDS:
+        env = _game(env_id)
+        assert type(env).step is GameEnv.step, env_id
+
+
+@pytest.mark.parametrize("env_id", GAME_IDS)
+@pytest.mark.parametrize(
+    "action", [5, None, b"\\boxed{up}", {"role": "assistant", "content": "\\boxed{1}"}, 2.5]
+)
+def test_a_non_string_action_raises_type_error_naming_it(env_id: str, action: object) -> None:
+    env = _game(env_id)
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match=type(action).__name__) as caught:
+        env.step(action)  # type: ignore[arg-type]
+    assert "str" in str(caught.value)
+    assert env.turn_count == 0  # nothing was played
+    # the model's bad text is still a format error, scored and ending the episode
+    obs, reward, terminated, truncated, info = env.step("no box here")
+    assert (reward, terminated, truncated) == (FORMAT_ERROR_REWARD, True, False)
+    assert info["format_error"] and obs.startswith("At turn 1, ")
+
+
+@pytest.mark.parametrize("env_id", GAME_IDS)
+def test_a_bad_max_turns_names_the_parameter(env_id: str) -> None:
+    with pytest.raises(ConfigError, match=r"max_turns must be an int or None, got 'five'"):
+        gemgym.make(env_id, max_turns="five")
+    with pytest.raises(ConfigError, match="max_turns"):
+        gemgym.make(env_id, max_turns=2.5)
+    with pytest.raises(ConfigError, match="max_turns"):
+        gemgym.make(env_id, max_turns=True)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "message"),
+    [
+        ("game:GuessTheNumber-v0-easy", {"min_number": "1"}, "min_number must be an int or None"),
+        ("game:GuessTheNumber-v0-easy", {"partial_credit": "no"}, "partial_credit must be a bool"),
+        ("game:Hangman-v0-easy", {"word_length": "3"}, "word_length must be an int or None"),
+        ("game:Hangman-v0-easy", {"hardcore": "yes"}, "hardcore must be a bool"),
+        ("game:Wordle-v0-easy", {"only_real_words": 1}, "only_real_words must be a bool"),
+        ("game:Mastermind-v0-easy", {"num_numbers": "6"}, "num_numbers must be an int or None"),
+        ("game:Game2048-v0-easy", {"board_size": None}, "board_size must be an int"),
+        ("game:Sokoban-v0-easy", {"dim_room": "66"}, "dim_room must be a tuple of 2 ints or None"),
+        ("game:Sokoban-v0-easy", {"dim_room": (6, 6, 6)}, "dim_room must be a tuple of 2 ints"),
+        ("game:Sudoku-v0-easy", {"scale": "4"}, "scale must be an int or None"),
+        ("game:Crosswords-v0-easy", {"num_words": [3]}, "num_words must be an int or None"),
+        ("game:WordSearch-v0-easy", {"hardcore": 0}, "hardcore must be a bool or None"),
+        ("game:Minesweeper-v0-easy", {"rows": 5.0}, "rows must be an int or None"),
+        ("game:TowerofHanoi-v0-easy", {"num_disks": "3"}, "num_disks must be an int or None"),
+        ("game:FifteenPuzzle-v0-easy", {"num_rows": "2"}, "num_rows must be an int or None"),
+    ],
+)
+def test_bad_argument_types_name_the_parameter(
+    env_id: str, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        gemgym.make(env_id, **kwargs)
+
+
+def test_good_argument_types_still_work() -> None:
+    import numpy as np
+
+    env = _game("game:Sokoban-v0-easy", dim_room=[6, 6])  # a list, as JSON gives it
+    assert env.reset(seed=0)[0]
+    env = _game("game:TowerofHanoi-v0-easy", max_turns=np.int64(5))
+    env.reset(seed=0)
+    assert env.max_turns == 5
+
+
+class _Count(GameEnv[int]):
+    """A tiny game: say ``\\boxed{3}``; ``\\boxed{0}`` loses; reward 0.1 a wrong number."""
+
+    format_error_detail = "you gave no number"
+
+    def __init__(self, max_turns: int = 2) -> None:
+        self.max_turns = max_turns
+
+    def parse_move(self, action: str) -> int | None:
+        found = re.findall(r"\\boxed\{(\d+)\}", action)
+        return int(found[-1]) if found else None
+
+    def play_move(self, move: int) -> tuple[str, float, bool | None]:
+        if move == 3:
+            return "won", 1.0, True
+        if move == 0:
+            return "lost", 0.0, False
+        return f"turn {self.turn_count}: not {move}", 0.1, None
+
+    def turn_limit(self, obs: str, reward: float) -> tuple[str, float]:
+        return f"{obs} / out of turns", 0.5
+
+
+def test_the_template_hooks() -> None:
+    env = _Count()
+    env.reset(seed=0)
+    assert env.step("\\boxed{1}") == ("turn 1: not 1", 0.1, False, False, {"suffix": "", "turn": 1})
+    last = env.step("\\boxed{2}")  # the turn limit: truncated only, with the hook's credit
+    assert last == (
+        "turn 2: not 2 / out of turns",
+        0.5,
+        False,
+        True,
+        {"suffix": "", "turn": 2, "success": False},
+    )
+    env.turn_count = 1  # a win or a loss at the last turn is not also truncated
+    assert env.step("\\boxed{3}")[1:] == (
+        1.0,
+        True,
+        False,
+        {"suffix": "", "turn": 2, "success": True},
+    )
+    env.turn_count = 1
+    assert env.step("\\boxed{0}")[1:] == (
+        0.0,
+        True,
+        False,
+        {"suffix": "", "turn": 2, "success": False},
+    )
+    env.turn_count = 1
+    obs, reward, term, trunc, info = env.step("none")
+    assert (obs, reward, term, trunc) == (
+        "At turn 2, you gave no number.",
+        FORMAT_ERROR_REWARD,
+        True,
+        False,
+    )
+    assert info["format_error"]
+
+
+def test_the_default_turn_limit_keeps_the_reward_and_appends_a_line() -> None:
+    class Plain(_Count):
+        turn_limit = GameEnv.turn_limit
+
+    env = Plain(max_turns=1)
+    env.reset(seed=0)
+    obs, reward, term, trunc, _ = env.step("\\boxed{1}")
+    assert (obs, reward, term, trunc) == (f"turn 1: not 1\n{TURN_LIMIT_TEXT}", 0.1, False, True)
+
+
+def test_config_type_check_reads_the_annotations() -> None:
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Conf(GameConfig):
+        size: int = 3
+        shape: tuple[int, int] | None = None
+        flag: bool = False
+
+    Conf(4, (1, 2), True)
+    with pytest.raises(ConfigError, match=r"size must be an int, got '4' \(str\)"):
+        Conf("4")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="shape must be a tuple of 2 ints or None"):
+        Conf(4, (1, "2"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="flag must be a bool"):
+        Conf(4, None, 1)  # type: ignore[arg-type]
