@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,52 @@ def test_play_reads_moves_from_stdin() -> None:
     out = gemgym("play", "game:GuessTheNumber-v0-easy", "--seed", "0", stdin=":hint\n:quit\n")
     assert out.returncode == 0
     assert "Guess The Number" in out.stdout and "hint: \\boxed{5}" in out.stdout
+
+
+def _wide(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gemgym ARGS`` with a terminal wide enough that no table cell wraps."""
+    return subprocess.run(
+        [sys.executable, "-m", "gemgym", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+
+
+@pytest.mark.parametrize(("pattern", "extra"), [("code:HumanEval", "code"), ("rg:*", "rg")])
+def test_list_shows_the_extra_in_brackets(pattern: str, extra: str) -> None:
+    out = _wide("list", pattern)
+    assert out.returncode == 0, out.stderr
+    assert f"gemgym[{extra}]" in out.stdout  # not eaten as rich markup
+
+
+def test_list_shows_brackets_of_descriptions_verbatim(tmp_path: Path) -> None:
+    plugin = tmp_path / "bracket_plugin.py"
+    plugin.write_text(
+        "import gemgym\n"
+        "gemgym.register('test:Brackets-v0', "
+        "'gemgym.envs.games.guess_the_number:GuessTheNumberEnv', "
+        "description='guess in [1, 10] with [bold]no[/bold] markup', extra='math')\n"
+        "from gemgym.cli import main\n"
+        "raise SystemExit(main(['list', 'test:Brackets-v0']))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(plugin)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "guess in [1, 10] with [bold]no[/bold] markup" in out.stdout
+    assert "gemgym[math]" in out.stdout
+
+
+def test_run_names_an_output_path_with_brackets(tmp_path: Path) -> None:
+    path = tmp_path / "traces[b].jsonl"  # [b] is rich markup for bold
+    args = ["game:GuessTheNumber-v0-easy", "--episodes", "1", "--out", str(path), "--quiet"]
+    out = _wide("run", *args)
+    assert out.returncode == 0, out.stderr
+    assert path.exists()
+    assert f"wrote 1 episodes to {path}" in out.stderr

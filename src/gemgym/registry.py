@@ -383,9 +383,12 @@ def print_envs(pattern: str | None = None) -> None:
     """Print a table of registered envs (id, entry point, description)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("id", "description", "requires")
     for env_id in list_envs(pattern):
         s = registry.spec(env_id)
-        table.add_row(env_id, s.description, f"gemgym[{s.extra}]" if s.extra else "")
+        # Text cells are shown verbatim: as str, "gemgym[code]" would lose "[code]" as markup.
+        requires = f"gemgym[{s.extra}]" if s.extra else ""
+        table.add_row(Text(env_id), Text(s.description), Text(requires))
     Console().print(table)

@@ -132,5 +132,5 @@ def run(args: argparse.Namespace) -> int:
     )
     Console(file=sys.stdout).print(table)
     if args.out:
-        console.print(f"wrote {len(episodes)} episodes to {args.out}")
+        console.print(f"wrote {len(episodes)} episodes to {args.out}", markup=False)
     return 0
