@@ -8,7 +8,8 @@ of that policy's most likely move at every node (its greedy tree) and of the pol
 
 It shows why an entropy bonus strong enough to explore also teaches the edge move that costs
 binary search its last leaf: a noisy last turn favours the moves insured by the partial
-credit (a near miss still pays up to 0.89). See docs/results.md, fifteenth session.
+credit (a near miss still pays up to 0.89). See docs/results.md, section "Why the last leaf is
+hard: GEM's partial credit" (docs/results.md#why-the-last-leaf-is-hard-gems-partial-credit).
 
     .venv/bin/python benchmarks/guess_soft_optimum.py
 """

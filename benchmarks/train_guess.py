@@ -2,8 +2,10 @@
 
 Every run starts from the same SFT warm start on random-agent traces (the format is learned, the
 strategy is not; it is trained once, evaluated, and shared by all runs), then trains on-policy for
-a fixed wall-clock budget of RL, and is evaluated on fresh episodes. Results go to ``--out`` (default ``docs/results``): one ``<config>-s<seed>.csv`` learning
-curve per run, ``summary.json``, ``summary.md`` and ``curves_<env>.png``. The random agent's
+a fixed wall-clock budget of RL, and is evaluated on fresh episodes. Results go to ``--out``
+(default ``docs/results``): one ``<env>_<config>-s<seed>.csv`` learning curve per run,
+``summary_<env>.json``, ``summary_<env>.md`` and ``curves_<env>.png`` (``<env>`` is the id
+without its prefix, e.g. ``GuessTheNumber-v0-easy``). The random agent's
 success rate, measured in the same run, is the baseline the ratios are printed against.
 
     .venv/bin/python benchmarks/train_guess.py                  # full comparison (hours on 2 cores)
@@ -84,7 +86,8 @@ def main() -> None:
         "--eval-every", type=int, default=0, help="evaluate 256 fresh episodes every N updates"
     )
     ap.add_argument("--lr", type=float, default=1e-3, help="RL learning rate")
-    # batch reuse (PPO-clipped) was measured slower per update here: see docs/results.md
+    # batch reuse (PPO-clipped) was measured slower per update here: see docs/results.md,
+    # section "What did not work"
     ap.add_argument("--epochs", type=int, default=1, help="passes over each collected batch")
     ap.add_argument(
         "--minibatches", type=int, default=1, help="AdamW steps per pass (PPO-clipped reuse)"
