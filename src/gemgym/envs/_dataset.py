@@ -6,7 +6,10 @@ Where the items come from is the env's ``dataset`` parameter, a :data:`DatasetSo
 * ``None`` (the default of every registered id): the env's Hub dataset (its :class:`DatasetSpec`),
   from the local Hugging Face cache or downloaded. When it cannot be had (offline with no cache, or
   ``datasets`` not installed) the env falls back to the small real sample shipped inside gemgym and
-  says so with a :class:`DatasetWarning`, so every id works offline for tests and demos.
+  says so with a :class:`DatasetWarning`, so every id works offline for tests and demos. gemgym
+  never probes the network itself: with ``HF_HUB_OFFLINE=1`` (or ``HF_DATASETS_OFFLINE=1``, or the
+  Hugging Face libraries' own offline flags) only the cache is read, otherwise ``datasets`` is
+  asked, and its error (no route to the Hub, say) is what the warning reports.
 * ``"sample"``: the shipped sample, silently (no network, no ``datasets`` needed).
 * a Hub id (``"axon-rl/GSM-8k"``): loaded with ``datasets.load_dataset`` (extra ``gemgym[datasets]``);
   failing that, a :class:`~gemgym.errors.DatasetError` names the dataset and how to give a local file.
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
+import sys
 import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -170,7 +173,6 @@ def _memory_source(items: list[Item], origin: str) -> ItemSource:
 _CACHE: dict[tuple[Any, ...], ItemSource] = {}
 _CACHE_LOCK = threading.Lock()
 _WARNED: set[str] = set()
-_HUB_REACHABLE: bool | None = None
 
 _FILE_FORMATS = {".parquet": "parquet", ".arrow": "arrow", ".csv": "csv", ".tsv": "csv"}
 
@@ -180,20 +182,24 @@ def _truthy(name: str) -> bool:
 
 
 def _hub_offline() -> bool:
-    """True when the Hub must not (``HF_HUB_OFFLINE``) or cannot (no route) be reached."""
-    global _HUB_REACHABLE
-    if _truthy("HF_HUB_OFFLINE") or _truthy("HF_DATASETS_OFFLINE"):
-        return True
-    if _HUB_REACHABLE is None:
-        from urllib.parse import urlparse
+    """Whether the Hugging Face libraries are told to stay offline.
 
-        host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
-        try:
-            socket.create_connection((host or "huggingface.co", 443), timeout=3).close()
-            _HUB_REACHABLE = True
-        except OSError:
-            _HUB_REACHABLE = False
-    return not _HUB_REACHABLE
+    Any of ``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set to a true
+    value, or the libraries' own flags (read from those variables when they were imported, or set
+    by a program): ``huggingface_hub.constants.HF_HUB_OFFLINE``, ``datasets.config.HF_HUB_OFFLINE``.
+    The flags are read only from modules already imported (nothing heavy is imported to ask), and
+    the network is never probed: when not offline, ``datasets`` is asked and handles failures.
+    """
+    if any(_truthy(v) for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return True
+    for module, flags in (
+        ("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
+        ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")),
+    ):
+        loaded = sys.modules.get(module)
+        if loaded is not None and any(getattr(loaded, f, False) is True for f in flags):
+            return True
+    return False
 
 
 def _hub_cached(hub_id: str) -> bool:
@@ -279,8 +285,8 @@ def _read_hub(hub_id: str, spec: DatasetSpec, split: str, env_id: str | None) ->
     what = f"dataset {hub_id!r} ({spec.name}, split {split!r})"
     if _hub_offline() and not _hub_cached(hub_id):
         raise DatasetError(
-            f"{what} is not in the local Hugging Face cache and the Hub is offline or "
-            f"unreachable. {_how_to_provide(spec, env_id)}"
+            f"{what} is not in the local Hugging Face cache and the Hugging Face libraries are "
+            f"set offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE). {_how_to_provide(spec, env_id)}"
         )
     try:
         datasets = _import_datasets()
