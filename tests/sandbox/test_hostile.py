@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -805,7 +806,11 @@ def test_a_run_cannot_poison_the_worker_for_later_runs(kind: str) -> None:
         sb.run(_poison_code(kind))
         after = sb.run(probe)
         assert after.ok, f"a later run failed after the {kind} attack: {after}"
-        assert after.stdout == before.stdout, f"{kind} changed later runs"
+        seen = [before.stdout, after.stdout]
+        if sb.limiter.mode == "uid":  # type: ignore[attr-defined]
+            # RLIMIT_NPROC is set per run there: the uid's process count plus the limit.
+            seen = [re.sub(r"\('RLIMIT_NPROC', \(\d+, \d+\)\)", "NPROC", o) for o in seen]
+        assert seen[1] == seen[0], f"{kind} changed later runs"
         env = gemgym.make("code:HumanEval", sandbox=sb, timeout=LIMITS.timeout)
         env.reset(options={"index": 0})
         assert env.step(env.expert_action())[1] == 1.0, f"a correct solution failed after {kind}"

@@ -93,7 +93,11 @@ def test_fork_refused_beyond_the_process_limit(sandbox: Sandbox) -> None:
     )
     result = sandbox.run(code, timeout=3.0)
     assert result.exit_code == 0, result
-    assert int(result.stdout) <= LIMITS.max_processes
+    # A pids cgroup (as root) is exact. RLIMIT_NPROC (not root) counts every process of the uid
+    # on the machine, taken when the run starts: others of the uid that exit meanwhile (this
+    # test suite's own) free a place or two.
+    slack = 0 if sandbox.limiter.mode == "cgroup" else 3  # type: ignore[attr-defined]
+    assert int(result.stdout) <= LIMITS.max_processes + slack
     _still_works(sandbox)
 
 
