@@ -104,7 +104,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_the_modules_and_their_imports() -> None:
     graph = import_graph()
     assert "gemgym.registry" in graph["gemgym"]
-    assert {"gemgym.core", "gemgym.spec", "gemgym.errors"} <= graph["gemgym.registry"]
+    assert {"gemgym.core", "gemgym.env_spec", "gemgym.errors"} <= graph["gemgym.registry"]
     assert "gemgym.registry" not in graph["gemgym.core"]  # only under TYPE_CHECKING there
     assert "gemgym.agents.openai" not in graph["gemgym.agents"]  # only inside functions
 
@@ -138,10 +138,23 @@ def test_lower_layers_do_not_reach_up_even_at_call_time() -> None:
     for type checking (the cycles core <-> registry and agents.base <-> builtin/openai)."""
     mods = _modules()
     rules = {
-        "gemgym.spec": {"gemgym.errors"},
-        "gemgym.core": {"gemgym.errors", "gemgym.spec"},
+        "gemgym.env_spec": {"gemgym.errors"},
+        "gemgym.core": {"gemgym.errors", "gemgym.env_spec"},
         "gemgym.agents.base": {"gemgym.core", "gemgym.errors"},
     }
     for module, allowed in rules.items():
         imported = {n for n in _all_imports(mods[module][0]) if n in mods}
         assert imported <= allowed, f"{module} imports {sorted(imported - allowed)}"
+
+
+def test_no_submodule_is_shadowed_by_a_public_name() -> None:
+    """``gemgym.X`` must not be both a module and another public object (``import gemgym.X as m``
+    would then give the object, not the module)."""
+    import importlib
+
+    for name, (_, _) in _modules().items():
+        if name.count(".") != 1:
+            continue
+        leaf = name.split(".")[1]
+        if leaf in gemgym.__all__:
+            assert getattr(gemgym, leaf) is importlib.import_module(name), leaf

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from gemgym.spec import EnvSpec
+    from gemgym.env_spec import EnvSpec
 
 __all__ = [
     "ActT",

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gemgym.core import Env, Wrapper
+from gemgym.env_spec import EnvSpec, parse_env_id
 from gemgym.errors import (
     ConfigError,
     DuplicateEnvError,
@@ -31,7 +32,6 @@ from gemgym.errors import (
     UnknownParameterError,
     close_matches,
 )
-from gemgym.spec import EnvSpec, parse_env_id
 
 if TYPE_CHECKING:
     from gemgym.vector import VectorEnv
