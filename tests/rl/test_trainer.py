@@ -29,6 +29,10 @@ from gemgym.rl.trainer import (  # noqa: E402
     policy_gradient_loss,
 )
 
+# an untrained toy model writes malformed actions: most runs here warn that a batch held only
+# format errors (tested on its own in test_a_batch_of_only_format_errors_warns)
+pytestmark = pytest.mark.filterwarnings("ignore::gemgym.rl.trainer.FormatErrorWarning")
+
 ENV = "game:GuessTheNumber-v0-easy"
 TINY = {"n_layer": 1, "n_embd": 16, "n_head": 2, "n_positions": 512}
 
@@ -169,12 +173,12 @@ def _shared_head_batch(vocab: int, head: int = 24) -> tuple[object, object]:
 def test_a_shared_head_is_computed_once_with_the_same_log_probs_and_gradients(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gemgym.rl.trainer import loop
+    from gemgym.rl.trainer import logprobs
 
     torch.manual_seed(0)
     model, codec = build_model(**TINY)
     ids, mask = _shared_head_batch(codec.vocab_size)
-    assert loop._shared_prefix(model.transformer, ids, mask) == 23  # up to the first scored
+    assert logprobs.shared_prefix(model.transformer, ids, mask) == 23  # up to the first scored
     weights = torch.randn(mask.shape)
     calls: list[int] = []
     real = type(model.transformer).forward_shared_prefix
@@ -186,9 +190,9 @@ def test_a_shared_head_is_computed_once_with_the_same_log_probs_and_gradients(
     monkeypatch.setattr(type(model.transformer), "forward_shared_prefix", spy)
 
     def run(min_shared: int) -> tuple[object, list[object]]:
-        monkeypatch.setattr(loop, "MIN_SHARED_PREFIX", min_shared)
+        monkeypatch.setattr(logprobs, "MIN_SHARED_PREFIX", min_shared)
         model.zero_grad()
-        logp = loop.token_log_probs(model, ids, mask)
+        logp = logprobs.token_log_probs(model, ids, mask)
         (logp * weights).sum().backward()
         return logp.detach(), [p.grad.clone() for p in model.parameters()]
 
@@ -203,10 +207,10 @@ def test_a_shared_head_is_computed_once_with_the_same_log_probs_and_gradients(
     # rows that differ early, or a scored position early, share nothing
     other = ids.clone()
     other[1, 3] = (other[1, 3] + 1) % codec.vocab_size
-    assert loop._shared_prefix(model.transformer, other, mask) == 0
+    assert logprobs.shared_prefix(model.transformer, other, mask) == 0
     early = mask.clone()
     early[2, 5] = True
-    assert loop._shared_prefix(model.transformer, ids, early) == 0
+    assert logprobs.shared_prefix(model.transformer, ids, early) == 0
 
 
 @pytest.mark.parametrize("greedy", [True, False])
@@ -607,7 +611,7 @@ def test_run_writes_curves_checkpoint_and_resumes(tmp_path: Path) -> None:
         rows = list(csv.DictReader(f))
     assert [int(r["update"]) for r in rows] == [1, 2, 3]
     assert all(0.0 <= float(r["success"]) <= 1.0 for r in rows)
-    assert resumed.collector._next_group == 3 * 2  # seeds continue, never reused
+    assert resumed.collector.next_group == 3 * 2  # seeds continue, never reused
     # a new run can start from a checkpoint's weights (a shared SFT warm start)
     init = dict(base, sft_path=None, out_dir=str(tmp_path / "from_init"))
     started = Trainer(TrainConfig(updates=0, init_checkpoint=str(run / "checkpoint.pt"), **init))  # type: ignore[arg-type]
@@ -703,7 +707,7 @@ def test_overlap_learns_from_batches_one_update_old(tmp_path: Path) -> None:
     trainer = Trainer(_overlap_config(tmp_path, lr=1e-2, updates=4, overlap=True))
     before_update: list[list[torch.Tensor]] = []  # learner weights when update u starts
     collected_with: list[list[torch.Tensor]] = []  # rollout weights of each collection
-    rl_update, collect = trainer.rl_update, trainer._collect_scored
+    rl_update, collect = trainer.rl_update, trainer.collection.collect_scored
 
     def spy_update() -> dict[str, object]:
         before_update.append([p.detach().clone() for p in trainer.model.parameters()])
@@ -715,9 +719,10 @@ def test_overlap_learns_from_batches_one_update_old(tmp_path: Path) -> None:
         return collect(n)
 
     trainer.rl_update = spy_update  # type: ignore[method-assign]
-    trainer._collect_scored = spy_collect  # type: ignore[method-assign]
+    trainer.collection.collect_scored = spy_collect  # type: ignore[method-assign]
     trainer.run()
-    assert trainer.update == 4 and trainer._next_batch is None and trainer._pool is None
+    assert trainer.update == 4
+    assert not trainer.collection.in_flight and not trainer.collection.thread_running
     # collection 1 (update 1, in the foreground) and 2 (started during update 1) use the
     # weights update 1 started from; collection c > 1 uses those update c - 1 started from
     assert len(collected_with) == 5  # the last one is drained when the run ends
@@ -732,11 +737,11 @@ def test_overlap_learns_from_batches_one_update_old(tmp_path: Path) -> None:
 def test_close_stops_the_collection_thread(tmp_path: Path) -> None:
     trainer = Trainer(_overlap_config(tmp_path, overlap=True))
     trainer.rl_update()  # leaves a collection running in the background
-    assert trainer._next_batch is not None and trainer._pool is not None
-    group = trainer._resume_point[0]
+    assert trainer.collection.in_flight and trainer.collection.thread_running
+    group = trainer.collection.state()[0]["next_group"]  # as before the pending collection
     trainer.close()
-    assert trainer._next_batch is None and trainer._pool is None
-    assert trainer.collector._next_group == group  # the unused batch's seeds are free again
+    assert not trainer.collection.in_flight and not trainer.collection.thread_running
+    assert trainer.collector.next_group == group  # the unused batch's seeds are free again
     trainer.close()  # idempotent
 
 
@@ -815,8 +820,8 @@ def test_overlap_behaviour_log_probs_are_the_collecting_policys(tmp_path: Path) 
     from gemgym.rl.trainer.loop import token_log_probs
 
     trainer = Trainer(_overlap_config(tmp_path, overlap=True))
-    trainer._sync_rollout_policy()
-    batch, tokens, behaviour, ref, ent_mask = trainer._collect_scored(4)
+    trainer.collection.sync_rollout_policy()
+    batch, tokens, behaviour, ref, ent_mask = trainer.collection.collect_scored(4)
     assert ref is None and ent_mask is None  # no kl_coef, no entropy_ref_min: no reference
     masks = [t.action_mask.astype(np.float64) for t in tokens]
     ids, _, m = pad_batch(tokens, masks, pad_id=trainer.codec.pad_id)
@@ -831,16 +836,16 @@ def test_overlap_behaviour_log_probs_are_the_collecting_policys(tmp_path: Path) 
 def test_behaviour_log_probs_are_recorded_while_sampling(tmp_path: Path) -> None:
     # the collecting policy's log-probs come from the sampling pass, not a second forward pass
     trainer = Trainer(_overlap_config(tmp_path, overlap=True))
-    trainer._sync_rollout_policy()
+    trainer.collection.sync_rollout_policy()
     scored: list[int] = []
-    score = trainer._score
+    score = trainer.scorer.score
 
     def spy(model: object, tokens: list[object]) -> object:
         scored.append(len(tokens))
         return score(model, tokens)  # type: ignore[arg-type]
 
-    trainer._score = spy  # type: ignore[method-assign,assignment]
-    batch, tokens, behaviour, _, _ = trainer._collect_scored(4)
+    trainer.scorer.score = spy  # type: ignore[method-assign,assignment]
+    batch, tokens, behaviour, _, _ = trainer.collection.collect_scored(4)
     assert scored == []
     recomputed = score(trainer.rollout_policy.model, tokens)
     assert torch.allclose(behaviour, recomputed, atol=1e-5)
@@ -850,7 +855,7 @@ def test_behaviour_log_probs_are_recorded_while_sampling(tmp_path: Path) -> None
     ep.transitions[0] = dataclasses.replace(tr, action=str(tr.action) + " ")
     assert trainer.rollout_policy.sampled_log_probs(ep) is None
     tokens = [trainer.rollout_policy.tokenize(e) for e in batch.episodes]
-    assert trainer._recorded_log_probs(batch, tokens) is None
+    assert trainer.collection.recorded_log_probs(batch, tokens) is None
 
 
 def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None:
@@ -883,11 +888,11 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
     cut.config.eval_temperature = 1.0
     assert sampling_seen(cut) == {(1.0, 0.0)} and cut.policy.min_p == 0.1  # restored
     # the training batches are sampled hotter; their recorded log-probs are the policy's own
-    batch, tokens, behaviour, _, _ = hot._collect_scored(8)
-    cold, _, _, _, _ = plain._collect_scored(8)
+    batch, tokens, behaviour, _, _ = hot.collection.collect_scored(8)
+    cold, _, _, _, _ = plain.collection.collect_scored(8)
     actions = [str(t.action) for e in batch.episodes for t in e.transitions]
     assert actions != [str(t.action) for e in cold.episodes for t in e.transitions]
-    assert torch.allclose(behaviour, hot._score(hot.model, tokens), atol=1e-5)
+    assert torch.allclose(behaviour, hot.scorer.score(hot.model, tokens), atol=1e-5)
     with pytest.raises(ConfigError, match="temperature"):
         TrainConfig(updates=1, temperature=0.0).validate()
     with pytest.raises(ConfigError, match="eval_temperature"):
@@ -1048,27 +1053,27 @@ def test_exact_kl_runs_pull_toward_the_reference(tmp_path: Path, mode: str) -> N
     kw.update(entropy_coef=0.1, entropy_ref_min=0.3)  # the reference scores both in one pass
     trainer = Trainer(_overlap_config(tmp_path, **kw))
     tokens = [trainer.policy.tokenize(e) for e in _episodes("random", 4)]
-    ref, ent_mask = trainer._reference_scores(tokens)
-    _, acts = trainer._action_batch(tokens)
+    ref, ent_mask = trainer.reference_scores(tokens)
+    _, acts = trainer.scorer.action_batch(tokens)
     assert isinstance(ref, ReferenceDistribution)
     assert ref.rows.shape == (int(acts.sum()), trainer.vocab_limit or ref.rows.shape[1])
-    _, ent, mask = trainer._score_with_entropy(trainer._reference(), tokens)
+    _, ent, mask = trainer.scorer.score_with_entropy(trainer.scorer.reference(), tokens)
     assert torch.equal(ent_mask, mask & (ent >= 0.3))  # the same mask as without exact KL
     seen: list[Any] = []
-    ppo = trainer._ppo_steps
+    ppo = trainer.ppo_steps
 
     def spy_ppo(*args, **kw):  # type: ignore[no-untyped-def]
         seen.append(args[3] if len(args) > 3 else kw.get("ref"))
         return ppo(*args, **kw)
 
-    trainer._ppo_steps = spy_ppo  # type: ignore[method-assign]
-    step = trainer._step
+    trainer.ppo_steps = spy_ppo  # type: ignore[method-assign]
+    step = trainer.gradient_step
 
     def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, ref=None, *rest):  # type: ignore[no-untyped-def]
         seen.append(ref)
         return step(tokens, weights, entropy_coef, kl_coef, ref, *rest)
 
-    trainer._step = spy_step  # type: ignore[method-assign]
+    trainer.gradient_step = spy_step  # type: ignore[method-assign]
     trainer.run()
     assert len(seen) == 3 and all(isinstance(r, ReferenceDistribution) for r in seen)
     assert all(np.isfinite(r["loss"]) for r in trainer.rows)
@@ -1257,8 +1262,8 @@ def test_entropy_ref_min_masks_the_tokens_where_the_reference_hesitates(
         tmp_path, overlap=overlap, entropy_coef=0.05, entropy_ref_min=0.0, updates=2
     )
     trainer = Trainer(cfg)
-    trainer._sync_rollout_policy()
-    batch, tokens, _, ref, ent_mask = trainer._collect_scored(4)
+    trainer.collection.sync_rollout_policy()
+    batch, tokens, _, ref, ent_mask = trainer.collection.collect_scored(4)
     assert ref is None  # no kl_coef: the reference is only scored for its entropy
     masks = [t.action_mask.astype(np.float64) for t in tokens]
     ids, _, m = pad_batch(tokens, masks, pad_id=trainer.codec.pad_id)
@@ -1272,11 +1277,11 @@ def test_entropy_ref_min_masks_the_tokens_where_the_reference_hesitates(
     # the action tokens only
     middle = float(ent[acts].median())
     trainer.config.entropy_ref_min = middle
-    ent_mask = trainer._reference_scores(tokens)[1]
+    ent_mask = trainer.reference_scores(tokens)[1]
     assert torch.equal(ent_mask, acts & (ent >= middle))
     assert 0 < int(ent_mask.sum()) < int(acts.sum())
     trainer.config.entropy_ref_min = 1e9  # none
-    assert not bool(trainer._reference_scores(tokens)[1].any())
+    assert not bool(trainer.reference_scores(tokens)[1].any())
     # a whole run: the curve records the sampled decision tokens' -log pi (with overlap, where
     # the collecting policy's log-probs are at hand), the reference stays frozen
     trainer.config.entropy_ref_min = middle
@@ -1297,13 +1302,13 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
 
     cfg = _overlap_config(tmp_path, overlap=overlap, entropy_coef=0.05, entropy_turns=1, updates=2)
     trainer = Trainer(cfg)
-    trainer._sync_rollout_policy()
-    _, _, _, ref, _ = trainer._collect_scored(4)
+    trainer.collection.sync_rollout_policy()
+    _, _, _, ref, _ = trainer.collection.collect_scored(4)
     assert ref is None and trainer.ref_model is None  # the turns need no reference
     # the random agent's episodes: the untrained model's often end at its first (malformed) move
     tokens = [trainer.policy.tokenize(e) for e in _episodes("random", 8)]
     assert max(t.num_turns for t in tokens) > 2  # some episodes have later turns to leave out
-    ent_mask = trainer._reference_scores(tokens)[1]
+    ent_mask = trainer.reference_scores(tokens)[1]
 
     def targets(keep: list[np.ndarray], batch: list[Any] | None = None) -> torch.Tensor:
         eps = tokens if batch is None else batch
@@ -1317,15 +1322,15 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
     trainer.config.entropy_ref_min = 0.0
     trainer.config.entropy_turns = 2
     assert torch.equal(
-        trainer._reference_scores(tokens)[1],
+        trainer.reference_scores(tokens)[1],
         targets([(t.turn_index >= 0) & (t.turn_index < 2) for t in tokens]),
     )
     trainer.config.entropy_ref_min = 1e9  # no token hesitates that much: none, whatever the turn
-    assert not bool(trainer._reference_scores(tokens)[1].any())
+    assert not bool(trainer.reference_scores(tokens)[1].any())
     trainer.config.entropy_ref_min = None
     # a whole run: each loss step gets the mask of the first two actions of the batch it learns
     learned: list[tuple[list[Any], torch.Tensor]] = []
-    step, ppo = trainer._step, trainer._ppo_steps
+    step, ppo = trainer.gradient_step, trainer.ppo_steps
 
     def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, ref=None, mask=None):  # type: ignore[no-untyped-def]
         learned.append((tokens, mask))
@@ -1335,7 +1340,7 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
         learned.append((tokens, kw["entropy_mask"]))
         return ppo(tokens, *args, **kw)
 
-    trainer._step, trainer._ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
+    trainer.gradient_step, trainer.ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
     trainer.run()
     assert trainer.update == 2 and len(learned) == 2
     for tokens, mask in learned:
@@ -1362,28 +1367,28 @@ def test_the_reference_stops_scoring_once_its_coefficients_reach_0(
     trainer = Trainer(_overlap_config(tmp_path / "a", **kw))
     tokens = [trainer.policy.tokenize(e) for e in _episodes("random", 4)]
     scored: list[int] = []
-    score = trainer._score_with_entropy
+    score = trainer.scorer.score_with_entropy
 
     def spy_score(model, toks):  # type: ignore[no-untyped-def]
         scored.append(trainer.update)
         return score(model, toks)
 
-    trainer._score_with_entropy = spy_score  # type: ignore[method-assign]
-    assert trainer._reference_scores(tokens)[1] is not None and scored == [0]
+    trainer.scorer.score_with_entropy = spy_score  # type: ignore[method-assign]
+    assert trainer.reference_scores(tokens)[1] is not None and scored == [0]
     trainer.update = 2  # half-way: the bonus is 0 from here on, and the reference idle
     assert trainer.entropy_coefficient() == 0.0
-    assert trainer._reference_scores(tokens) == (None, None) and scored == [0]
+    assert trainer.reference_scores(tokens) == (None, None) and scored == [0]
     # the KL's reference log-probs likewise, at the end of its linear decay
     trainer.config.kl_coef, trainer.config.kl_schedule = 0.1, "linear"
     trainer.update = 3
-    assert trainer._reference_scores(tokens)[0] is not None
+    assert trainer.reference_scores(tokens)[0] is not None
     trainer.update = 4
-    assert trainer._reference_scores(tokens) == (None, None)
+    assert trainer.reference_scores(tokens) == (None, None)
     # a whole run: the loss steps of the second half get no mask (overlap: the batch of
     # update 3 may have been scored just before half-way, while update 2 was learned)
     fresh = Trainer(_overlap_config(tmp_path / "b", **kw))
     masks: list[Any] = []
-    step, ppo = fresh._step, fresh._ppo_steps
+    step, ppo = fresh.gradient_step, fresh.ppo_steps
 
     def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, ref=None, mask=None):  # type: ignore[no-untyped-def]
         masks.append(mask)
@@ -1393,7 +1398,7 @@ def test_the_reference_stops_scoring_once_its_coefficients_reach_0(
         masks.append(kw["entropy_mask"])
         return ppo(tokens, *args, **kw)
 
-    fresh._step, fresh._ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
+    fresh.gradient_step, fresh.ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
     fresh.run()
     assert len(masks) == 4
     assert masks[0] is not None and masks[1] is not None and masks[3] is None
@@ -1407,7 +1412,7 @@ def test_kl_schedule_decays_the_coefficient_the_loss_gets(tmp_path: Path, overla
         _overlap_config(tmp_path, overlap=overlap, kl_coef=0.2, kl_schedule="linear", updates=4)
     )
     seen: list[float] = []
-    step, ppo = trainer._step, trainer._ppo_steps
+    step, ppo = trainer.gradient_step, trainer.ppo_steps
 
     def spy_step(tokens, weights, entropy_coef=0.0, kl_coef=0.0, *rest):  # type: ignore[no-untyped-def]
         seen.append(kl_coef)
@@ -1417,7 +1422,7 @@ def test_kl_schedule_decays_the_coefficient_the_loss_gets(tmp_path: Path, overla
         seen.append(args[6] if len(args) > 6 else kw["kl_coef"])
         return ppo(*args, **kw)
 
-    trainer._step, trainer._ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
+    trainer.gradient_step, trainer.ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
     trainer.run()
     assert seen == pytest.approx([0.2, 0.15, 0.1, 0.05])  # 0.2 * (1 - update / 4)
     trainer.config.kl_schedule = "constant"

@@ -7,6 +7,9 @@ with a batched policy ``policy(list_of_observations) -> list_of_actions`` and re
 Group sampling (for GRPO, Dr. GRPO, RLOO): with ``group_size=n`` every initial state is played
 ``n`` times; the members of a group are reset with the same seed, so they start from the same
 state, and share a group id. Consecutive :meth:`Collector.collect` calls use fresh seeds.
+:meth:`Collector.state_dict` and :meth:`Collector.load_state_dict` save and restore where the
+seeds stand (a resumed run continues with the next unused seeds; a collection that is thrown
+away can be replayed by restoring the state from before it).
 
 A policy that needs the whole conversation (an LLM that sees the history) sets
 ``history=True``: it then receives the episodes in progress (their ``initial_observation`` and
@@ -116,6 +119,25 @@ class Collector:
         self.max_turns = max_turns
         self._next_group = 0
         self._seed = seed
+
+    @property
+    def next_group(self) -> int:
+        """The group id of the next initial state (reset with seed ``seed + next_group``)."""
+        return self._next_group
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the collector's seeds stand: ``{"next_group": g}`` (see :meth:`load_state_dict`)."""
+        return {"next_group": self._next_group}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        """Continue from a :meth:`state_dict`: the next collection starts with its group."""
+        group = state.get("next_group") if isinstance(state, Mapping) else None
+        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or group < 0:
+            raise ConfigError(
+                f"a collector state is {{'next_group': int >= 0}} (from Collector.state_dict()), "
+                f"got {state!r}"
+            )
+        self._next_group = int(group)
 
     def collect(self, num_episodes: int) -> Batch:
         """Play ``num_episodes`` episodes (a multiple of ``group_size``) and return them."""

@@ -5,18 +5,23 @@
   :class:`~gemgym.rl.Collector`.
 * :class:`Trainer`, :class:`TrainConfig`: SFT warm start, then on-policy RL with any estimator of
   :mod:`gemgym.rl.advantages`; curves, checkpoints, resume. ``gemgym train`` runs it.
+  :mod:`~gemgym.rl.trainer.loop` runs the parts that live in modules named after what they do
+  (config, losses, logprobs, schedules, reference, collection, steps, sft, evaluation,
+  checkpoint, output).
 """
 
 from gemgym.rl.trainer.codec import ByteTokenizer, Codec, HFCodec
 from gemgym.rl.trainer.loop import (
     CURVE_FIELDS,
     KL_ESTIMATORS,
+    FormatErrorWarning,
     ReferenceDistribution,
     TrainConfig,
     Trainer,
     clipped_policy_loss,
     config_from_dict,
     exact_kl_penalty,
+    format_error_share,
     kl_penalty,
     plot_curves,
     policy_gradient_loss,
@@ -28,6 +33,7 @@ __all__ = [
     "KL_ESTIMATORS",
     "ByteTokenizer",
     "Codec",
+    "FormatErrorWarning",
     "HFCodec",
     "LMPolicy",
     "ReferenceDistribution",
@@ -37,6 +43,7 @@ __all__ = [
     "clipped_policy_loss",
     "config_from_dict",
     "exact_kl_penalty",
+    "format_error_share",
     "kl_penalty",
     "observation_text",
     "plot_curves",
