@@ -9,18 +9,24 @@ It checks the API contract (return types), that the same seed gives the same epi
 same actions (across two separate instances), the terminated/truncated semantics (never both
 true, the episode ends), that ``close()`` is idempotent, and that the env can be copied (pickled,
 or ``spawn(same_state=True)``) mid-episode with the copy behaving like the original.
+
+Test scaffolding: :class:`CountingEnv` (a seeded episode of fixed length, the base of the
+synthetic benchmark envs in :mod:`gemgym.vector.synthetic`) and :class:`FaultyEnv`, which crashes
+its process, hangs or raises on request (for crash-isolation tests of the vector backends).
 """
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
 from collections.abc import Callable
 from typing import Any
 
 from gemgym.core import Env, MultimodalObservation
-from gemgym.errors import GemGymError
+from gemgym.errors import ConfigError, GemGymError
 
-__all__ = ["EnvCheckError", "check_env"]
+__all__ = ["CountingEnv", "EnvCheckError", "FaultyEnv", "check_env"]
 
 
 class EnvCheckError(GemGymError, AssertionError):
@@ -166,3 +172,62 @@ def check_env(
     # 4. close is idempotent.
     env.close()
     env.close()
+
+
+# -- test scaffolding ------------------------------------------------------------------------------
+class CountingEnv(Env[str, str]):
+    """An episode of ``episode_length`` steps with seeded observations and rewards; any action.
+
+    Observation ``"start v"`` on reset (``options={"start": v}`` sets ``v``) and ``"step t: v"``
+    after a step (``v`` from the env's own random stream, so seeding shows), reward in [0, 1) from
+    the same stream, ``terminated`` after ``episode_length`` steps.
+    """
+
+    def __init__(self, episode_length: int = 10) -> None:
+        if episode_length < 1:
+            raise ConfigError(f"episode_length must be at least 1, got {episode_length}")
+        self.episode_length = episode_length
+        self.t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        first = self.rng.randrange(1000)
+        if options and "start" in options:
+            first = int(options["start"])
+        return f"start {first}", {}
+
+    def _advance(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        reward = self.rng.random()
+        obs = f"step {self.t}: {self.rng.randrange(1000)}"
+        return obs, reward, self.t >= self.episode_length, False, {}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return self._advance()
+
+    def sample_random_action(self) -> str:
+        return "any"  # every action is accepted; the episode's random stream is left alone
+
+
+class FaultyEnv(CountingEnv):
+    """A :class:`CountingEnv` that misbehaves on request, for crash-isolation tests.
+
+    The action ``"crash"`` ends its process (``os._exit(3)``), ``"hang"`` blocks for an hour,
+    ``"raise"`` raises :class:`ValueError`, ``"big:N"`` answers with an observation of ``N``
+    bytes. Not registered; build it in a worker with ``env_fns=[functools.partial(FaultyEnv)]``.
+    """
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if action.startswith("big:"):
+            obs, reward, terminated, truncated, info = self._advance()
+            return "b" * int(action[4:]), reward, terminated, truncated, info
+        if action == "crash":
+            os._exit(3)
+        if action == "hang":
+            time.sleep(3600)
+        if action == "raise":
+            raise ValueError("FaultyEnv was asked to raise")
+        return self._advance()

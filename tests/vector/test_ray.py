@@ -94,8 +94,8 @@ def test_ray_actor_crash_and_hang_are_isolated(cluster: None) -> None:
     """A dead or hung actor is replaced; its envs come back truncated with worker_error."""
     import functools
 
+    from gemgym.testing import FaultyEnv
     from gemgym.vector import make_vector_env
-    from gemgym.vector.synthetic import FaultyEnv
 
     venv = make_vector_env(
         env_fns=[functools.partial(FaultyEnv, episode_length=50)] * 4,

@@ -13,9 +13,9 @@ import pytest
 
 import gemgym
 from gemgym.errors import ClosedError, ConfigError, ResetNeeded, VectorEnvError
-from gemgym.testing import check_env
+from gemgym.testing import FaultyEnv, check_env
 from gemgym.vector import AutoresetMode, VectorEnv, make_vector_env
-from gemgym.vector.synthetic import CpuBoundEnv, FaultyEnv
+from gemgym.vector.synthetic import CpuBoundEnv
 
 BACKENDS = ["sync", "thread", "process"]
 GTN = "game:GuessTheNumber-v0-hard"
@@ -280,23 +280,57 @@ def test_empty_reset_mask_and_empty_step_return_nothing(backend: str) -> None:
         assert len(venv.step(["\\boxed{1}"] * 3)[0]) == 3  # still usable
 
 
+def layers(env: Any) -> list[type]:
+    """The types of an env's wrapper stack, outermost first."""
+    out = [type(env)]
+    while hasattr(env, "env"):
+        env = env.env
+        out.append(type(env))
+    return out
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_hot_path_still_enforces_the_order(backend: str) -> None:
-    """The hot path skips each env's order check only once every env has been reset."""
+def test_the_vector_env_keeps_the_order_of_calls(backend: str) -> None:
+    """The envs are built without make's OrderEnforcing layer; the vector env keeps the order."""
+    from gemgym.wrappers import OrderEnforcing
+
     opts: dict[str, Any] = {"num_workers": 2} if backend == "process" else {}
     ids, kw = ["bench:CpuBound-v0"] * 3, [{"work_iters": 1, "episode_length": 1}] * 3
     with make_vector_env(ids, kw, backend=backend, **opts) as venv:
+        if backend != "process":
+            assert all(OrderEnforcing not in layers(e) for e in venv.envs)  # type: ignore[attr-defined]
         with pytest.raises(ResetNeeded):
             venv.step(["a"] * 3)  # before any reset
+        with pytest.raises(ResetNeeded, match="env 1"):
+            venv.step({1: "a"})
+        with pytest.raises(ResetNeeded):
+            asyncio.run(venv.astep({2: "a"}))
         venv.reset(seed=0)
         for _ in range(3):  # every step ends every episode; SAME_STEP resets them
             _, _, te, _, infos = venv.step(["a"] * 3)
             assert te.all() and all(i["final_obs"].startswith("step 1:") for i in infos)
-        venv.call("step", "a")  # steps every env past the vector env: the episodes end
-        with pytest.raises(ResetNeeded):
+        # stepping or resetting the envs through call would go behind the vector env's back
+        with pytest.raises(VectorEnvError, match=r"venv\.step"):
+            venv.call("step", "a")
+        with pytest.raises(VectorEnvError, match=r"venv\.reset"):
+            venv.call("reset")
+        assert venv.step(["a"] * 3)[2].all()  # nothing was stepped by the refused calls
+        assert len(venv.call("sample_random_action")) == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_only_the_envs_never_reset_are_refused(backend: str) -> None:
+    """A reset mask resets some envs: those may step, the others are refused before any steps."""
+    opts: dict[str, Any] = {"num_workers": 1} if backend == "process" else {}
+    ids, kw = ["bench:CpuBound-v0"] * 3, [{"work_iters": 1, "episode_length": 5}] * 3
+    with make_vector_env(ids, kw, backend=backend, **opts) as venv:
+        venv.reset(seed=0, options={"reset_mask": [True, False, True]})
+        assert venv.step({0: "a", 2: "a"})[0][1].startswith("step 1:")
+        with pytest.raises(ResetNeeded, match="env 1"):
             venv.step(["a"] * 3)
-        venv.reset()
-        assert venv.step(["a"] * 3)[2].all()
+        venv.reset(options={"reset_mask": [False, True, False]})
+        obs = venv.step(["a"] * 3)[0]  # env 0 was not stepped by the refused batch
+        assert [o.split(":")[0] for o in obs] == ["step 2", "step 1", "step 2"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -326,18 +360,23 @@ class _FailingReset(CpuBoundEnv):
         return super().reset(seed=seed, options=options)
 
 
-def test_sync_env_whose_autoreset_failed_needs_a_reset() -> None:
+@pytest.mark.parametrize("backend", ["sync", "thread"])
+@pytest.mark.parametrize("order_layer", [False, True])
+def test_env_whose_autoreset_failed_needs_a_reset(backend: str, order_layer: bool) -> None:
     from gemgym.wrappers import OrderEnforcing
 
     fns = [functools.partial(_FailingReset, episode_length=1, work_iters=1)] * 2
-    with make_vector_env(env_fns=fns, wrappers=[OrderEnforcing]) as venv:
+    wrappers = [OrderEnforcing] if order_layer else None
+    with make_vector_env(env_fns=fns, wrappers=wrappers, backend=backend) as venv:
         venv.reset(seed=0)
         venv.step(["a", "a"])  # the hot path is in use
         venv.envs[1].unwrapped.fail_reset = True  # type: ignore[attr-defined]
         with pytest.raises(RuntimeError, match="reset failed"):
             venv.step(["a", "a"])
         venv.envs[1].unwrapped.fail_reset = False  # type: ignore[attr-defined]
-        with pytest.raises(ResetNeeded):
+        with pytest.raises(ResetNeeded, match="env 1"):
             venv.step(["a", "a"])
+        with pytest.raises(ResetNeeded, match="env 1"):
+            venv.step({1: "a"})
         venv.reset()
         assert venv.step(["a", "a"])[2].tolist() == [True, True]

@@ -1,26 +1,25 @@
-"""The :class:`VectorEnv` interface, autoreset modes, env recipes and the per-env autoreset logic.
+"""The :class:`VectorEnv` interface, env recipes and :func:`make_vector_env`.
 
-Every backend hosts its envs in :class:`EnvSlot` objects (in this process, in worker processes or in
-Ray actors). A slot applies the autoreset mode next to its env, so the rules, and the random
-streams, are the same in every backend: the same seeds and actions give the same results.
+Every backend keeps its envs in :class:`~gemgym.vector._group.EnvGroup` objects (in this process, in
+worker processes or in Ray actors), the one place that steps and resets them and applies the
+autoreset mode, so the rules, and the random streams, are the same in every backend: the same seeds
+and actions give the same results.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
-import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gemgym.core import Env
 from gemgym.errors import ClosedError, ConfigError, VectorEnvError
-from gemgym.wrappers.common import OrderEnforcing
+from gemgym.vector._group import AutoresetMode, StepTuple, VecStep, stack
 
 if TYPE_CHECKING:
     from gemgym.registry import EnvSpec
@@ -29,8 +28,6 @@ __all__ = [
     "AutoresetMode",
     "EnvHandle",
     "EnvRecipe",
-    "EnvSlot",
-    "SlotBatch",
     "StepTuple",
     "VecStep",
     "VectorEnv",
@@ -39,44 +36,8 @@ __all__ = [
 
 EnvFactory = Callable[[], Env[Any, Any]]
 WrapperFactory = Callable[[Env[Any, Any]], Env[Any, Any]]
-FLOAT = np.dtype(np.float64)
-BOOL = np.dtype(bool)
-"""The dtypes of the reward and flag arrays (dtype objects: ``np.fromiter`` takes them fastest)."""
-
-StepTuple = tuple[Any, float, bool, bool, dict[str, Any]]
-"""One env's ``(observation, reward, terminated, truncated, info)``."""
-VecStep = tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]
-"""``(observations, rewards, terminated, truncated, infos)`` of a vector step."""
-
-
-class AutoresetMode(enum.StrEnum):
-    """What happens to an env whose episode ended.
-
-    * ``NEXT_STEP``: the next ``step`` resets it (its action is ignored; reward 0, flags false).
-    * ``SAME_STEP`` (default): it is reset within the same ``step``; the returned observation and
-      info are the reset ones, and the terminal ones are kept in ``info["final_obs"]`` and
-      ``info["final_info"]``.
-    * ``DISABLED``: nothing happens; call ``reset(options={"reset_mask": mask})``.
-    """
-
-    NEXT_STEP = "next_step"
-    SAME_STEP = "same_step"
-    DISABLED = "disabled"
-
-    @classmethod
-    def coerce(cls, value: AutoresetMode | str | None) -> AutoresetMode:
-        """Accept the enum, its value or name in any case (``"SameStep"`` too)."""
-        if value is None:
-            return cls.SAME_STEP
-        if isinstance(value, cls):
-            return value
-        key = str(value).replace("-", "_").lower()
-        aliases = {"nextstep": "next_step", "samestep": "same_step"}
-        key = aliases.get(key, key)
-        for mode in cls:
-            if mode.value == key:
-                return mode
-        raise ConfigError(f"unknown autoreset_mode {value!r}; use one of {[m.value for m in cls]}")
+ResetItem = tuple[int, int | None, dict[str, Any] | None]
+"""``(env_index, seed, options)`` of one env to reset."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +62,14 @@ class EnvRecipe:
         return getattr(self.factory, "__name__", type(self.factory).__name__)
 
     def build(self) -> Env[Any, Any]:
-        """Build the env (in whatever process this runs)."""
+        """Build the env (in whatever process this runs).
+
+        A registered env is made without the :class:`~gemgym.wrappers.OrderEnforcing` layer
+        that :func:`gemgym.make` adds (``order_enforce=False`` in the spec it is made from, so
+        its ``spec`` says so too): the vector env resets every ended env itself and keeps the
+        order of calls in its :class:`~gemgym.vector._group.EnvGroup`. A factory's env is used
+        as it is built.
+        """
         if self.factory is not None:
             env = self.factory()
             for w in self.wrappers:
@@ -111,256 +79,11 @@ class EnvRecipe:
 
             if self.spec is None:  # pragma: no cover - the constructors forbid it
                 raise ConfigError("an EnvRecipe needs a spec or a factory")
-            env = make(self.spec, wrappers=self.wrappers, **dict(self.kwargs))
+            spec = dataclasses.replace(self.spec, order_enforce=False)
+            env = make(spec, wrappers=self.wrappers, **dict(self.kwargs))
         if not isinstance(env, Env):
             raise VectorEnvError(f"{self.env_id}: the factory returned {type(env).__name__}")
         return env
-
-
-def final_info(reset_info: dict[str, Any], obs: Any, info: dict[str, Any]) -> dict[str, Any]:
-    """The info of a SAME_STEP autoreset: the reset's info plus the terminal ``final_obs`` and
-    ``final_info``. (:meth:`SlotBatch.autoreset` builds the same dict inline: the hot path.)"""
-    return {**reset_info, "final_obs": obs, "final_info": info}
-
-
-class EnvSlot:
-    """One env plus the autoreset rule; what every backend hosts.
-
-    ``step``/``astep`` return the vector-level result of one env (autoreset applied).
-    ``next_seed`` (set for an env rebuilt after a crash) seeds its next reset that gives no seed.
-    """
-
-    __slots__ = ("env", "mode", "needs_reset", "next_seed")
-
-    def __init__(
-        self,
-        env: Env[Any, Any],
-        mode: AutoresetMode,
-        needs_reset: bool = False,
-        next_seed: int | None = None,
-    ) -> None:
-        self.env = env
-        self.mode = mode
-        self.needs_reset = needs_reset
-        self.next_seed = next_seed
-
-    def _seed(self, seed: int | None) -> int | None:
-        if seed is None:
-            seed, self.next_seed = self.next_seed, None
-        return seed
-
-    def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(seed=self._seed(seed), options=options)
-        self.needs_reset = False
-        return obs, info
-
-    def step(self, action: Any) -> StepTuple:
-        if self.needs_reset:  # only set in NEXT_STEP mode
-            obs, info = self.env.reset(seed=self._seed(None))
-            self.needs_reset = False
-            return obs, 0.0, False, False, info
-        result = self.env.step(action)
-        return self.finish(result) if result[2] or result[3] else result
-
-    def finish(self, result: StepTuple) -> StepTuple:
-        """Apply the autoreset mode to the result of a step that ended the episode."""
-        obs, reward, terminated, truncated, info = result
-        if self.mode is AutoresetMode.SAME_STEP:
-            reset_obs, reset_info = self.env.reset()
-            return reset_obs, reward, terminated, truncated, final_info(reset_info, obs, info)
-        if self.mode is AutoresetMode.NEXT_STEP:
-            self.needs_reset = True
-        return result
-
-    async def areset(
-        self, seed: int | None, options: dict[str, Any] | None
-    ) -> tuple[Any, dict[str, Any]]:
-        obs, info = await self.env.areset(seed=self._seed(seed), options=options)
-        self.needs_reset = False
-        return obs, info
-
-    async def astep(self, action: Any) -> StepTuple:
-        if self.needs_reset:
-            obs, info = await self.env.areset(seed=self._seed(None))
-            self.needs_reset = False
-            return obs, 0.0, False, False, info
-        result = await self.env.astep(action)
-        if not (result[2] or result[3]):
-            return result
-        if self.mode is AutoresetMode.SAME_STEP:
-            obs, reward, terminated, truncated, info = result
-            reset_obs, reset_info = await self.env.areset()
-            return reset_obs, reward, terminated, truncated, final_info(reset_info, obs, info)
-        return self.finish(result)
-
-    def call(self, name: str, args: tuple[Any, ...]) -> Any:
-        return getattr(self.env, name)(*args)
-
-
-ResetItem = tuple[int, int | None, dict[str, Any] | None]
-"""``(env_index, seed, options)`` of one env to reset."""
-
-
-def group_items(
-    where: Sequence[tuple[int, int]], items: Sequence[tuple[int, Any]]
-) -> dict[int, list[tuple[int, int, Any]]]:
-    """Group ``(env_index, payload)`` items by host: ``{host: [(position, local_index, payload)]}``.
-
-    ``where[i]`` is ``(host, local_index)`` of env ``i`` (a worker process or a Ray actor).
-    """
-    groups: dict[int, list[tuple[int, int, Any]]] = {}
-    for pos, (i, payload) in enumerate(items):
-        k, j = where[i]
-        groups.setdefault(k, []).append((pos, j, payload))
-    return groups
-
-
-def step_all(slots: Sequence[EnvSlot], actions: Sequence[Any]) -> list[StepTuple]:
-    """Step every slot with its action, autoreset applied: the backends' hot loop."""
-    out = []
-    for slot, action in zip(slots, actions, strict=True):
-        if slot.needs_reset:
-            out.append(slot.step(action))
-            continue
-        result = slot.env.step(action)
-        out.append(slot.finish(result) if result[2] or result[3] else result)
-    return out
-
-
-Columns = tuple[
-    list[Any], Sequence[float], Sequence[bool], Sequence[bool], list[dict[str, Any]], bool, bool
-]
-"""What :meth:`SlotBatch.columns` returns."""
-
-
-class SlotBatch:
-    """The full-batch step of the envs one host holds: the hot path of the ``sync`` backend and
-    of each ``process`` worker.
-
-    The envs' bound ``step`` methods are called from C (``map`` + ``operator.call``) and the
-    results turned into columns once; only ended envs go through Python. In SAME_STEP mode, once
-    every env has been reset, the ``step`` and ``reset`` below an outermost
-    :class:`~gemgym.wrappers.OrderEnforcing` are called: each ended env is reset before the batch
-    returns, so that layer's check could never fire, and it stays ready.
-
-    Call :meth:`forget` after anything that steps or resets the envs through their slots and
-    raises, or that this class cannot see (``call``): the layers are then looked at again.
-    """
-
-    __slots__ = ("mode", "resets", "slots", "steps")
-
-    def __init__(self, slots: Sequence[EnvSlot], mode: AutoresetMode) -> None:
-        self.slots = list(slots)
-        self.mode = mode
-        self.steps: list[Any] | None = None
-        """The bound step methods of the hot path; made by :meth:`hot`, dropped by
-        :meth:`forget`."""
-        self.resets: list[Any] = []
-        """The matching bound reset methods."""
-
-    def forget(self) -> None:
-        """Drop the cached methods: the next batch checks the order layers again."""
-        self.steps = None
-
-    def hot(self) -> list[Any]:
-        """Make the hot path's step methods (and their resets, in :attr:`resets`). They are
-        cached, except while an env never reset must still meet its order layer's refusal."""
-        envs = [s.env for s in self.slots]
-        same_step = self.mode is AutoresetMode.SAME_STEP
-        ready = same_step and all(e.has_reset for e in envs if type(e) is OrderEnforcing)
-        if ready:
-            envs = [e.env if type(e) is OrderEnforcing else e for e in envs]
-        steps = [e.step for e in envs]
-        self.resets = [e.reset for e in envs]
-        self.steps = steps if ready or not same_step else None
-        return steps
-
-    def run(self, actions: Sequence[Any]) -> list[StepTuple]:
-        """Step every env with its action (no autoreset yet: see :meth:`autoreset`)."""
-        if self.mode is AutoresetMode.NEXT_STEP:
-            return step_all(self.slots, actions)
-        done: list[StepTuple] = []
-        try:
-            done.extend(map(operator.call, self.steps or self.hot(), actions))
-        except BaseException:
-            self.fail(done)
-            raise
-        return done
-
-    def autoreset(
-        self,
-        ended: Iterable[int],
-        obs: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
-        obs_out: list[Any],
-        infos_out: list[dict[str, Any]],
-    ) -> None:
-        """SAME_STEP: reset the ``ended`` envs; their reset observation and info (with the
-        terminal ``final_obs`` and ``final_info``) replace theirs in ``obs_out``/``infos_out``."""
-        resets = self.resets
-        for i in ended:
-            try:
-                obs_out[i], reset_info = resets[i]()
-            except BaseException:
-                self.reset_failed(i)
-                raise
-            # final_info(), inlined
-            infos_out[i] = {**reset_info, "final_obs": obs[i], "final_info": infos[i]}
-
-    def columns(self, actions: Sequence[Any]) -> Columns:
-        """:meth:`run` and :meth:`autoreset` for one action per env (at least one env):
-        ``(observations, rewards, terminated, truncated, infos, any_terminated,
-        any_truncated)``, the first five as columns (one entry per env)."""
-        obs, rewards, terminated, truncated, infos = zip(*self.run(actions), strict=True)
-        obs_l, infos_l = list(obs), list(infos)
-        any_term, any_trunc = True in terminated, True in truncated
-        if (any_term or any_trunc) and self.mode is AutoresetMode.SAME_STEP:
-            ended = compress(range(len(obs)), map(operator.or_, terminated, truncated))
-            self.autoreset(ended, obs, infos, obs_l, infos_l)
-        return obs_l, rewards, terminated, truncated, infos_l, any_term, any_trunc
-
-    def fail(self, done: list[StepTuple]) -> None:
-        """An env raised after the envs of ``done`` were stepped: in SAME_STEP mode, reset
-        those that ended (as a slot does, one env at a time); look at the layers again."""
-        self.steps = None
-        if self.mode is AutoresetMode.SAME_STEP:
-            for i, result in enumerate(done):
-                if result[2] or result[3]:
-                    try:
-                        self.resets[i]()
-                    except Exception:  # the first env's error is the one raised
-                        self.reset_failed(i)
-
-    def reset_failed(self, i: int) -> None:
-        """Env ``i`` ended and its reset raised: its order layer, which did not see the end,
-        must refuse the next step."""
-        self.steps = None
-        env = self.slots[i].env
-        if type(env) is OrderEnforcing:
-            env.require_reset()
-
-
-def stack(results: Sequence[StepTuple]) -> VecStep:
-    """Turn per-env results into the batched 5-tuple."""
-    return stack_columns(*(zip(*results, strict=True) if results else ([],) * 5))
-
-
-def stack_columns(
-    obs: Sequence[Any],
-    rewards: Sequence[float],
-    terminated: Sequence[bool],
-    truncated: Sequence[bool],
-    infos: Sequence[dict[str, Any]],
-) -> VecStep:
-    """The batched 5-tuple from its five columns."""
-    n = len(obs)
-    return (
-        list(obs),
-        np.fromiter(rewards, FLOAT, n),
-        np.fromiter(terminated, BOOL, n),
-        np.fromiter(truncated, BOOL, n),
-        list(infos),
-    )
 
 
 class VectorEnv:
@@ -389,7 +112,6 @@ class VectorEnv:
         self.env_ids = [r.env_id for r in self.recipes]
         self.num_envs = len(self.recipes)
         self.autoreset_mode = AutoresetMode.coerce(autoreset_mode)
-        self._last_seeds: dict[int, int] = {}  # env index -> the seed of its last seeded reset
         self._false = np.zeros(self.num_envs, dtype=bool)  # an all-False flag column to copy
 
     # -- argument handling (shared by all backends) ---------------------------------------
@@ -428,24 +150,7 @@ class VectorEnv:
         return items
 
     def _note_seeds(self, items: Sequence[ResetItem]) -> None:
-        """Remember each env's last reset seed (for :meth:`_restart_seeds`)."""
-        for i, seed, _ in items:
-            if seed is not None:
-                self._last_seeds[i] = seed
-
-    def _restart_seeds(self, indices: Sequence[int], restarts: int) -> list[int | None]:
-        """Seeds for envs rebuilt after their worker was lost (the ``restarts``-th loss): one
-        derived from the env's last reset seed and ``restarts``, or ``None`` for an env never
-        seeded. So a seeded run that loses a worker at the same step plays the same episodes."""
-        out: list[int | None] = []
-        for i in indices:
-            base = self._last_seeds.get(i)
-            if base is None:
-                out.append(None)
-            else:
-                entropy = [abs(base), int(base < 0), restarts]
-                out.append(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
-        return out
+        """Hook: the envs of ``items`` are about to be reset with these seeds."""
 
     def _step_plan(self, actions: Sequence[Any] | Mapping[int, Any]) -> list[tuple[int, Any]]:
         self._check_open()

@@ -11,28 +11,23 @@ unless you do):
                               ``asyncio.sleep`` in ``astep``): an env bound by I/O
 ============================  ======================================================================
 
-Both: observation ``"start v"`` on reset (``options={"start": v}`` sets ``v``) and ``"step t: v"``
-after a step (``v`` from the env's own random stream, so seeding shows), any action, reward in
-[0, 1) from the same stream, ``terminated`` after ``episode_length`` steps.
-
-:class:`FaultyEnv` (not registered; build it with ``env_fns=[functools.partial(FaultyEnv)]``)
-misbehaves on purpose, for crash-isolation tests: the action ``"crash"`` kills its process,
-``"hang"`` blocks for an hour, ``"raise"`` raises :class:`ValueError`, ``"big:N"`` answers with
-an observation of ``N`` bytes.
+Both are :class:`gemgym.testing.CountingEnv` episodes: observation ``"start v"`` on reset
+(``options={"start": v}`` sets ``v``) and ``"step t: v"`` after a step (``v`` from the env's own
+random stream, so seeding shows), any action, reward in [0, 1) from the same stream,
+``terminated`` after ``episode_length`` steps. (``FaultyEnv``, which crashes, hangs or raises on
+request, is test scaffolding: it lives in :mod:`gemgym.testing`.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import Any
 
-from gemgym.core import Env
-from gemgym.errors import ConfigError
 from gemgym.registry import register, registry
+from gemgym.testing import CountingEnv
 
-__all__ = ["CpuBoundEnv", "FaultyEnv", "SleepEnv", "cpu_work"]
+__all__ = ["CpuBoundEnv", "SleepEnv", "cpu_work"]
 
 
 def cpu_work(iters: int, seed: int) -> int:
@@ -43,39 +38,7 @@ def cpu_work(iters: int, seed: int) -> int:
     return acc
 
 
-class _CountingEnv(Env[str, str]):
-    """An episode of ``episode_length`` steps with seeded observations and rewards."""
-
-    def __init__(self, episode_length: int = 10) -> None:
-        if episode_length < 1:
-            raise ConfigError(f"episode_length must be at least 1, got {episode_length}")
-        self.episode_length = episode_length
-        self.t = 0
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        self.t = 0
-        first = self.rng.randrange(1000)
-        if options and "start" in options:
-            first = int(options["start"])
-        return f"start {first}", {}
-
-    def _advance(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.t += 1
-        reward = self.rng.random()
-        obs = f"step {self.t}: {self.rng.randrange(1000)}"
-        return obs, reward, self.t >= self.episode_length, False, {}
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        return self._advance()
-
-    def sample_random_action(self) -> str:
-        return "any"  # every action is accepted; the episode's random stream is left alone
-
-
-class CpuBoundEnv(_CountingEnv):
+class CpuBoundEnv(CountingEnv):
     """Each step does ``work_iters`` iterations of pure-Python arithmetic (see the module doc)."""
 
     def __init__(self, episode_length: int = 10, work_iters: int = 1200) -> None:
@@ -87,7 +50,7 @@ class CpuBoundEnv(_CountingEnv):
         return self._advance()
 
 
-class SleepEnv(_CountingEnv):
+class SleepEnv(CountingEnv):
     """Each step waits ``sleep_s`` seconds; ``astep`` waits without blocking the event loop."""
 
     def __init__(self, episode_length: int = 10, sleep_s: float = 0.02) -> None:
@@ -100,23 +63,6 @@ class SleepEnv(_CountingEnv):
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         await asyncio.sleep(self.sleep_s)
-        return self._advance()
-
-
-class FaultyEnv(_CountingEnv):
-    """Misbehaves on request: ``"crash"`` exits the process, ``"hang"`` blocks, ``"raise"`` raises,
-    ``"big:N"`` returns an observation of ``N`` bytes."""
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if action.startswith("big:"):
-            obs, reward, terminated, truncated, info = self._advance()
-            return "b" * int(action[4:]), reward, terminated, truncated, info
-        if action == "crash":
-            os._exit(3)
-        if action == "hang":
-            time.sleep(3600)
-        if action == "raise":
-            raise ValueError("FaultyEnv was asked to raise")
         return self._advance()
 
 

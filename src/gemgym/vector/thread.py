@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from queue import SimpleQueue
 from typing import Any
 
-from gemgym.vector.base import AutoresetMode, EnvRecipe, EnvSlot, ResetItem, StepTuple, VectorEnv
+from gemgym.vector._group import EnvGroup, StepTuple, check_call
+from gemgym.vector.base import AutoresetMode, EnvRecipe, ResetItem, VectorEnv
 
 __all__ = ["ThreadVectorEnv"]
 
@@ -90,18 +91,16 @@ class ThreadVectorEnv(VectorEnv):
         for t in self._threads:
             t.start()
         try:
-            self.slots: list[EnvSlot] = self._run([(self._build, (r,)) for r in self.recipes])
+            envs = self._run([(r.build, ()) for r in self.recipes])
         except BaseException:
             self._stop_threads()
             raise
-
-    def _build(self, recipe: EnvRecipe) -> EnvSlot:
-        return EnvSlot(recipe.build(), self.autoreset_mode)
+        self._group = EnvGroup(envs, self.autoreset_mode)
 
     @property
     def envs(self) -> list[Any]:
         """The env objects (this process holds them)."""
-        return [s.env for s in self.slots]
+        return list(self._group.envs)
 
     def _submit(
         self, calls: list[tuple[Callable[..., Any], tuple[Any, ...]]], batch: _Batch
@@ -144,27 +143,30 @@ class ThreadVectorEnv(VectorEnv):
         return batch.results
 
     def _reset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
-        slots = self.slots
-        return self._run([(slots[i].reset, (s, o)) for i, s, o in items])
+        reset = self._group.reset_one
+        return self._run([(reset, item) for item in items])
 
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
-        slots = self.slots
-        return self._run([(slots[i].step, (a,)) for i, a in items])
+        group = self._group
+        group.check([i for i, _ in items])
+        return self._run([(group.step_one, item) for item in items])
 
     def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
-        return self._run([(s.call, (name, args)) for s in self.slots])
+        check_call(name)
+        return self._run([(getattr(env, name), args) for env in self._group.envs])
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
-        slots = self.slots
-        return await self._arun([(slots[i].reset, (s, o)) for i, s, o in items])
+        reset = self._group.reset_one
+        return await self._arun([(reset, item) for item in items])
 
     async def _astep_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
-        slots = self.slots
-        return await self._arun([(slots[i].step, (a,)) for i, a in items])
+        group = self._group
+        group.check([i for i, _ in items])
+        return await self._arun([(group.step_one, item) for item in items])
 
     def _close(self) -> None:
         try:
-            self._run([(s.env.close, ()) for s in self.slots])
+            self._run([(env.close, ()) for env in self._group.envs])
         finally:
             self._stop_threads()
 
