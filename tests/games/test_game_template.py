@@ -182,3 +182,26 @@ def test_config_type_check_reads_the_annotations() -> None:
         Conf(4, (1, "2"))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="flag must be a bool"):
         Conf(4, None, 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("env_id", GAME_IDS)
+def test_fixed_settings_live_only_in_the_config(env_id: str) -> None:
+    env = _game(env_id)
+    env.reset(seed=0)
+    fixed = {"is_random", "hardcore", "only_real_words", "duplicate_numbers", "board_size"}
+    if not env.is_random:  # a random preset draws hardcore (Crosswords, WordSearch) each episode
+        assert not fixed & set(vars(env)), env_id
+    assert env.is_random == env_id.endswith("-random")
+    for name in fixed - {"is_random"}:
+        if hasattr(env.config, name) and not env.is_random:
+            assert getattr(env, name) == getattr(env.config, name)
+
+
+def test_a_config_validates_itself() -> None:
+    from gemgym.envs.games.hangman import HangmanConfig
+    from gemgym.envs.games.mastermind import MastermindConfig
+
+    with pytest.raises(ConfigError, match="word_length must be one of"):
+        HangmanConfig(word_length=99)
+    with pytest.raises(ConfigError, match="num_numbers >= 4"):
+        MastermindConfig(code_length=4, num_numbers=3)

@@ -131,6 +131,10 @@ class GameConfig:
     ``tuple[int, int] | None``) and raises :class:`~gemgym.errors.ConfigError` naming the
     parameter, so ``max_turns="five"`` fails at ``make()`` with a readable message instead of a
     comparison error later; :meth:`validate` then checks the values.
+
+    The config is the env's one record of its settings: a game reads fixed settings from it
+    (``env.config.hardcore``, or a read-only property of the same name) and keeps only what an
+    episode draws (the size of a ``-random`` preset) as episode state.
     """
 
     def __post_init__(self) -> None:
@@ -142,9 +146,15 @@ class GameConfig:
                     f"{f.name} must be {_describe(hints[f.name])}, got {value!r} "
                     f"({type(value).__name__})"
                 )
+        self.validate()
 
     def validate(self) -> None:
         """Raise :class:`~gemgym.errors.ConfigError` for inconsistent values."""
+
+    @property
+    def is_random(self) -> bool:
+        """Whether each episode draws its own size (a ``-random`` preset)."""
+        return False
 
 
 _FIELD_TYPES: dict[type, dict[str, Any]] = {}
@@ -232,8 +242,16 @@ class GameEnv(Env[str, str], Generic[MoveT]):
     format_error_detail: ClassVar[str] = "you did not provide a valid action"
     """What the observation of a format error says after "At turn N, "."""
 
+    config: GameConfig
+    """The settings the env was made with (validated; read-only)."""
     turn_count: int = 0
     max_turns: int = 1
+    """The turn limit of the current episode (the config's, or drawn by a random preset)."""
+
+    @property
+    def is_random(self) -> bool:
+        """Whether each episode draws its own size (the config's ``is_random``)."""
+        return self.config.is_random
 
     # -- the template --------------------------------------------------------------------------
     def step(self, action: str) -> Step:

@@ -83,6 +83,10 @@ class CrosswordsConfig(GameConfig):
     max_turns: int | None = 30
     num_words: int | None = 3
 
+    @property
+    def is_random(self) -> bool:
+        return self.hardcore is None or self.max_turns is None or self.num_words is None
+
     def validate(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
@@ -93,6 +97,8 @@ class CrosswordsConfig(GameConfig):
 class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
     """Fill the crossword within ``max_turns`` turns (see the module docstring)."""
 
+    config: CrosswordsConfig
+
     format_error_detail = "you did not provide a valid guess in \\boxed{row column letter} format"
 
     def __init__(
@@ -102,9 +108,7 @@ class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
         num_words: int | None = 3,
     ) -> None:
         self.config = CrosswordsConfig(hardcore, max_turns, num_words)
-        self.config.validate()
-        self.is_random = hardcore is None or max_turns is None or num_words is None
-        self.hardcore = bool(hardcore)
+        self._drawn_hardcore = False
         self.max_turns = max_turns if max_turns is not None else 30
         self.num_words = num_words if num_words is not None else 3
         self.solution: list[list[str]] = []
@@ -114,6 +118,11 @@ class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
         self.total_letter_cells = 0
         self.empty_cells = 0
         self.turn_count = 0
+
+    @property
+    def hardcore(self) -> bool:
+        """This episode's word set: the config's, or drawn each episode by a random preset."""
+        return self._drawn_hardcore if self.is_random else bool(self.config.hardcore)
 
     def _get_instructions(self) -> str:
         return (
@@ -150,7 +159,7 @@ class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
         super().reset(seed=seed)
         rng = self.rng
         if self.is_random:
-            self.hardcore = rng.random() < 0.5
+            self._drawn_hardcore = rng.random() < 0.5
             self.num_words = 3
             self.max_turns = _RANDOM_TURNS[self.hardcore]
         data = clue_data(self.hardcore)

@@ -152,6 +152,10 @@ class FifteenPuzzleConfig(GameConfig):
     max_turns: int | None = 20
     num_rows: int | None = 2
 
+    @property
+    def is_random(self) -> bool:
+        return self.num_rows is None or self.max_turns is None
+
     def validate(self) -> None:
         if self.num_rows is None or self.max_turns is None:
             return
@@ -164,12 +168,12 @@ class FifteenPuzzleConfig(GameConfig):
 class FifteenPuzzleEnv(GameEnv[str]):
     """Solve an n×n sliding puzzle within ``max_turns`` moves (see the module docstring)."""
 
+    config: FifteenPuzzleConfig
+
     format_error_detail = "you did not provide a valid move"
 
     def __init__(self, max_turns: int | None = 20, num_rows: int | None = 2) -> None:
         self.config = FifteenPuzzleConfig(max_turns, num_rows)
-        self.config.validate()
-        self.is_random = num_rows is None or max_turns is None
         self.num_rows = num_rows if num_rows is not None else 2
         self.max_turns = max_turns if max_turns is not None else 10
         self.board: Board = _goal(self.num_rows)

@@ -102,6 +102,10 @@ class Game2048Config(GameConfig):
     max_turns: int | None = 1000
     board_size: int = 4
 
+    @property
+    def is_random(self) -> bool:
+        return self.target_tile is None or self.max_turns is None
+
     def validate(self) -> None:
         if not 2 <= self.board_size <= 8:
             raise ConfigError(f"board_size must be in 2..8, got {self.board_size}")
@@ -115,6 +119,8 @@ class Game2048Config(GameConfig):
 class Game2048Env(GameEnv[str]):
     """Reach ``target_tile`` within ``max_turns`` moves (see the module docstring)."""
 
+    config: Game2048Config
+
     format_error_detail = "you did not provide a valid move. Please use \\boxed{direction} format"
 
     def __init__(
@@ -124,17 +130,19 @@ class Game2048Env(GameEnv[str]):
         board_size: int = 4,
     ) -> None:
         self.config = Game2048Config(target_tile, max_turns, board_size)
-        self.config.validate()
-        self.is_random = target_tile is None or max_turns is None
         self.target_tile = target_tile if target_tile is not None else 16
         self.max_turns = max_turns if max_turns is not None else 20
-        self.board_size = board_size
         self.board: Board = (0,) * (board_size * board_size)
         self.turn_count = 0
         self.max_tile_achieved = 0
         self.init_max_tile = 0
         self._suffix = ""
         self._action_rng = random.Random()
+
+    @property
+    def board_size(self) -> int:
+        """The side of the board (the config's)."""
+        return self.config.board_size
 
     # -- rendering -----------------------------------------------------------------------------
     def _get_instructions(self) -> str:

@@ -58,6 +58,10 @@ class GuessTheNumberConfig(GameConfig):
     max_turns: int | None = 20
     partial_credit: bool = True
 
+    @property
+    def is_random(self) -> bool:
+        return self.min_number is None
+
     def validate(self) -> None:
         if (self.min_number is None) != (self.max_number is None):
             raise ConfigError("min_number and max_number must both be set or both be None (random)")
@@ -71,6 +75,8 @@ class GuessTheNumberConfig(GameConfig):
 class GuessTheNumberEnv(GameEnv[int]):
     """Guess a hidden number within ``max_turns`` turns (see the module docstring)."""
 
+    config: GuessTheNumberConfig
+
     format_error_detail = "you did not provide a valid guess"
 
     def __init__(
@@ -81,8 +87,6 @@ class GuessTheNumberEnv(GameEnv[int]):
         partial_credit: bool = True,
     ) -> None:
         self.config = GuessTheNumberConfig(min_number, max_number, max_turns, partial_credit)
-        self.config.validate()
-        self.is_random = min_number is None
         self.min_number = min_number if min_number is not None else 1
         self.max_number = max_number if max_number is not None else 10
         self.max_turns = max_turns if max_turns is not None else 1

@@ -73,6 +73,10 @@ class HangmanConfig(GameConfig):
     hardcore: bool = False
     max_turns: int | None = 20
 
+    @property
+    def is_random(self) -> bool:
+        return self.word_length is None
+
     def validate(self) -> None:
         if self.word_length is not None:
             lengths = sorted(words_by_length(_word_file(self.hardcore)))
@@ -88,6 +92,8 @@ class HangmanConfig(GameConfig):
 class HangmanEnv(GameEnv[str]):
     """Find the hidden word within ``max_turns`` turns (see the module docstring)."""
 
+    config: HangmanConfig
+
     format_error_detail = "you did not provide a valid guess"
 
     def __init__(
@@ -97,8 +103,6 @@ class HangmanEnv(GameEnv[str]):
         max_turns: int | None = 20,
     ) -> None:
         self.config = HangmanConfig(word_length, hardcore, max_turns)
-        self.config.validate()
-        self.hardcore = hardcore
         self.word_length = word_length if word_length is not None else 5
         self.max_turns = max_turns if max_turns is not None else _turns_for(self.word_length)
         self.secret_word = ""
@@ -106,6 +110,11 @@ class HangmanEnv(GameEnv[str]):
         self.guessed_letters: set[str] = set()
         self.wrong_words: set[str] = set()
         self.turn_count = 0
+
+    @property
+    def hardcore(self) -> bool:
+        """Whether the words come from the large list of less common words (the config's)."""
+        return self.config.hardcore
 
     def _words(self) -> tuple[str, ...]:
         return words_by_length(_word_file(self.hardcore)).get(self.word_length, ())

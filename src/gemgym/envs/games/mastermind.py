@@ -113,6 +113,10 @@ class MastermindConfig(GameConfig):
     duplicate_numbers: bool = False
     max_turns: int | None = 20
 
+    @property
+    def is_random(self) -> bool:
+        return self.code_length is None or self.num_numbers is None
+
     def validate(self) -> None:
         if self.code_length is not None and not 1 <= self.code_length <= 10:
             raise ConfigError(f"code_length must be in 1..10 (or None), got {self.code_length}")
@@ -136,6 +140,8 @@ class MastermindConfig(GameConfig):
 class MastermindEnv(GameEnv[tuple[int, ...]]):
     """Guess the secret code within ``max_turns`` turns (see the module docstring)."""
 
+    config: MastermindConfig
+
     format_error_detail = "you did not provide a valid guess"
 
     def __init__(
@@ -146,9 +152,6 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
         max_turns: int | None = 20,
     ) -> None:
         self.config = MastermindConfig(code_length, num_numbers, duplicate_numbers, max_turns)
-        self.config.validate()
-        self.is_random = code_length is None or num_numbers is None
-        self.duplicate_numbers = duplicate_numbers
         self.code_length = code_length if code_length is not None else 4
         self.num_numbers = num_numbers if num_numbers is not None else 6
         self.max_turns = max_turns if max_turns is not None else 10 * (self.code_length - 1)
@@ -157,6 +160,11 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
         self.milestone = 0
         self.previous_guesses: set[tuple[int, ...]] = set()
         self.history: list[tuple[tuple[int, ...], int, int]] = []
+
+    @property
+    def duplicate_numbers(self) -> bool:
+        """Whether a code may repeat a number (the config's)."""
+        return self.config.duplicate_numbers
 
     def _get_instructions(self) -> str:
         example = " ".join(str(i) for i in range(1, self.code_length + 1))

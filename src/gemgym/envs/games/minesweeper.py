@@ -94,6 +94,10 @@ class MinesweeperConfig(GameConfig):
     num_mines: int | None = 10
     max_turns: int | None = 64
 
+    @property
+    def is_random(self) -> bool:
+        return None in (self.rows, self.cols, self.num_mines, self.max_turns)
+
     def validate(self) -> None:
         rows, cols, mines, turns = self.rows, self.cols, self.num_mines, self.max_turns
         if rows is None or cols is None or mines is None or turns is None:
@@ -111,6 +115,8 @@ class MinesweeperConfig(GameConfig):
 class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
     """Clear the minefield within ``max_turns`` turns (see the module docstring)."""
 
+    config: MinesweeperConfig
+
     format_error_detail = "you did not provide a valid guess"
 
     def __init__(
@@ -121,8 +127,6 @@ class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
         max_turns: int | None = 64,
     ) -> None:
         self.config = MinesweeperConfig(rows, cols, num_mines, max_turns)
-        self.config.validate()
-        self.is_random = None in (rows, cols, num_mines, max_turns)
         self.rows = rows if rows is not None else 5
         self.cols = cols if cols is not None else 5
         self.num_mines = num_mines if num_mines is not None else 5

@@ -67,6 +67,10 @@ class SokobanConfig(GameConfig):
     max_turns: int | None = 100
     num_boxes: int | None = 3
 
+    @property
+    def is_random(self) -> bool:
+        return self.dim_room is None or self.max_turns is None or self.num_boxes is None
+
     def validate(self) -> None:
         if self.dim_room is None or self.max_turns is None or self.num_boxes is None:
             return
@@ -87,6 +91,8 @@ class SokobanConfig(GameConfig):
 class SokobanEnv(GameEnv[str]):
     """Push the boxes onto the targets within ``max_turns`` moves (see the module docstring)."""
 
+    config: SokobanConfig
+
     format_error_detail = "your submitted action is not valid"
 
     def __init__(
@@ -98,8 +104,6 @@ class SokobanEnv(GameEnv[str]):
         if isinstance(dim_room, list):  # JSON and the CLI give lists
             dim_room = tuple(dim_room)
         self.config = SokobanConfig(dim_room, max_turns, num_boxes)
-        self.config.validate()
-        self.is_random = dim_room is None or max_turns is None or num_boxes is None
         self.dim_room = dim_room if dim_room is not None else (6, 6)
         self.max_turns = max_turns if max_turns is not None else 20
         self.num_boxes = num_boxes if num_boxes is not None else 2

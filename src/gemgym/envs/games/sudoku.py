@@ -167,6 +167,10 @@ class SudokuConfig(GameConfig):
     max_turns: int | None = 100
     scale: int | None = 9
 
+    @property
+    def is_random(self) -> bool:
+        return self.clues is None or self.max_turns is None or self.scale is None
+
     def validate(self) -> None:
         if self.clues is None or self.max_turns is None or self.scale is None:
             return
@@ -181,6 +185,8 @@ class SudokuConfig(GameConfig):
 class SudokuEnv(GameEnv[tuple[int, int, int]]):
     """Complete a uniquely solvable Sudoku (see the module docstring)."""
 
+    config: SudokuConfig
+
     format_error_detail = "you did not provide a valid move"
 
     def __init__(
@@ -190,8 +196,6 @@ class SudokuEnv(GameEnv[tuple[int, int, int]]):
         scale: int | None = 9,
     ) -> None:
         self.config = SudokuConfig(clues, max_turns, scale)
-        self.config.validate()
-        self.is_random = clues is None or max_turns is None or scale is None
         self.clues = clues if clues is not None else 6
         self.max_turns = max_turns if max_turns is not None else 15
         self.scale = scale if scale is not None else 4

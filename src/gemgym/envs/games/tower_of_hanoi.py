@@ -55,6 +55,10 @@ class TowerofHanoiConfig(GameConfig):
     num_disks: int | None = 3
     max_turns: int | None = 100
 
+    @property
+    def is_random(self) -> bool:
+        return self.num_disks is None or self.max_turns is None
+
     def validate(self) -> None:
         if self.num_disks is None or self.max_turns is None:
             return
@@ -67,10 +71,10 @@ class TowerofHanoiConfig(GameConfig):
 class TowerofHanoiEnv(GameEnv[tuple[int, int]]):
     """Move the tower from A to C within ``max_turns`` moves (see the module docstring)."""
 
+    config: TowerofHanoiConfig
+
     def __init__(self, num_disks: int | None = 3, max_turns: int | None = 100) -> None:
         self.config = TowerofHanoiConfig(num_disks, max_turns)
-        self.config.validate()
-        self.is_random = num_disks is None or max_turns is None
         self.num_disks = num_disks if num_disks is not None else 3
         self.max_turns = max_turns if max_turns is not None else 10
         self.turn_count = 0

@@ -166,6 +166,10 @@ class WordSearchConfig(GameConfig):
     max_turns: int | None = 20
     num_words: int | None = 5
 
+    @property
+    def is_random(self) -> bool:
+        return self.hardcore is None or self.max_turns is None or self.num_words is None
+
     def validate(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
@@ -175,6 +179,8 @@ class WordSearchConfig(GameConfig):
 
 class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
     """Find every hidden word within ``max_turns`` turns (see the module docstring)."""
+
+    config: WordSearchConfig
 
     format_error_detail = (
         "you did not provide a valid guess in \\boxed{start_row start_col end_row end_col} format"
@@ -187,9 +193,7 @@ class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
         num_words: int | None = 5,
     ) -> None:
         self.config = WordSearchConfig(hardcore, max_turns, num_words)
-        self.config.validate()
-        self.is_random = hardcore is None or max_turns is None or num_words is None
-        self.hardcore = bool(hardcore)
+        self._drawn_hardcore = False
         self.max_turns = max_turns if max_turns is not None else 20
         self.num_words = num_words if num_words is not None else 5
         self.game_board: list[list[str]] = []
@@ -198,6 +202,11 @@ class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
         self.highlighted: set[tuple[int, int]] = set()
         self.attempts: set[tuple[int, int, int, int]] = set()
         self.turn_count = 0
+
+    @property
+    def hardcore(self) -> bool:
+        """This episode's word set: the config's, or drawn each episode by a random preset."""
+        return self._drawn_hardcore if self.is_random else bool(self.config.hardcore)
 
     def _get_instructions(self) -> str:
         return (
@@ -231,7 +240,7 @@ class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
         super().reset(seed=seed)
         rng = self.rng
         if self.is_random:
-            self.hardcore = rng.random() < 0.5
+            self._drawn_hardcore = rng.random() < 0.5
             self.num_words = 5
             self.max_turns = 20
         pool = _pool(self.hardcore)

@@ -101,6 +101,10 @@ class WordleConfig(GameConfig):
     only_real_words: bool = True
     max_turns: int | None = 20
 
+    @property
+    def is_random(self) -> bool:
+        return self.word_length is None
+
     def validate(self) -> None:
         if self.word_length is not None and not _MIN_LEN <= self.word_length <= _MAX_LEN:
             raise ConfigError(
@@ -113,6 +117,8 @@ class WordleConfig(GameConfig):
 class WordleEnv(GameEnv[str]):
     """Guess the secret word within ``max_turns`` turns (see the module docstring)."""
 
+    config: WordleConfig
+
     format_error_detail = "you did not provide a valid guess"
 
     def __init__(
@@ -122,8 +128,6 @@ class WordleEnv(GameEnv[str]):
         max_turns: int | None = 20,
     ) -> None:
         self.config = WordleConfig(word_length, only_real_words, max_turns)
-        self.config.validate()
-        self.only_real_words = only_real_words
         self.word_length = word_length if word_length is not None else 5
         self.max_turns = max_turns if max_turns is not None else 5 * self.word_length
         self.secret_word = ""
@@ -134,6 +138,11 @@ class WordleEnv(GameEnv[str]):
         self._instructions: dict[tuple[int, int], str] = {}
         self._expert_cache: tuple[int, tuple[str, ...]] = (0, ())
         self._pool = _secrets(self.word_length)
+
+    @property
+    def only_real_words(self) -> bool:
+        """Whether a guess must be a dictionary word (the config's)."""
+        return self.config.only_real_words
 
     def _get_instructions(self) -> str:
         key = (self.word_length, self.max_turns)
