@@ -276,47 +276,108 @@ class Wrapper(Env[WObsT, WActT], Generic[WObsT, WActT, ObsT, ActT]):
     """Base class of wrappers: every call is forwarded explicitly to :attr:`env`.
 
     Nothing is copied from the inner env: attributes of inner envs are reached with
-    :meth:`get_wrapper_attr` or through :attr:`unwrapped`. Subclasses override the methods they
-    change and never change the ``reset``/``step`` signatures.
+    :meth:`get_wrapper_attr` or through :attr:`unwrapped`. The ``reset``/``step`` signatures never
+    change.
+
+    ``step`` and ``astep`` (and ``reset``/``areset``) are written once, here, from hooks; a wrapper
+    overrides the hooks, not the methods, and then works the same sync and async, without
+    blocking an event loop:
+
+    * :meth:`before_step` checks or transforms the action before the inner step;
+    * :meth:`intercept_step` (async: :meth:`aintercept_step`, for a hook that waits on I/O)
+      answers a step itself, without stepping the inner env (a tool call);
+    * :meth:`after_step` transforms the inner env's result;
+    * :meth:`after_reset` transforms the inner env's first observation and info.
+
+    A wrapper that overrides ``step`` (or ``reset``) itself but not ``astep`` (``areset``) still
+    works: its ``astep`` runs its ``step``, blocking the loop for that long.
     """
+
+    # which step hooks a class overrides, so that a step calls only those (it is the hot path):
+    # 0 after_step only, 1 before_step too, 2 intercept_step too
+    _step_hooks: ClassVar[int] = 0
+    _astep_runs_step: ClassVar[bool] = False
+    _areset_runs_reset: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        intercepts = (
+            cls.intercept_step is not Wrapper.intercept_step
+            or cls.aintercept_step is not Wrapper.aintercept_step
+        )
+        cls._step_hooks = 2 if intercepts else int(cls.before_step is not Wrapper.before_step)
+        cls._astep_runs_step = cls.step is not Wrapper.step and cls.astep is Wrapper.astep
+        cls._areset_runs_reset = cls.reset is not Wrapper.reset and cls.areset is Wrapper.areset
 
     def __init__(self, env: Env[ObsT, ActT]) -> None:
         if not isinstance(env, Env):
             raise TypeError(f"a Wrapper wraps a gemgym.Env, got {type(env).__name__}")
         self.env = env
 
+    # -- hooks -----------------------------------------------------------------------------------
+    def before_step(self, action: WActT) -> ActT:
+        """The action the inner env gets (runs first; may raise, e.g. a step needing a reset)."""
+        return cast("ActT", action)
+
+    def intercept_step(self, action: WActT) -> StepResult[WObsT] | None:
+        """Answer this step without the inner env, or ``None`` to step it.
+
+        The result is returned as is (:meth:`after_step` does not see it).
+        """
+        return None
+
+    async def aintercept_step(self, action: WActT) -> StepResult[WObsT] | None:
+        """Async :meth:`intercept_step`, used by :meth:`astep`; the default calls it."""
+        return self.intercept_step(action)
+
+    def after_step(self, action: WActT, result: StepResult[ObsT]) -> StepResult[WObsT]:
+        """This wrapper's result, from the inner env's ``result`` for ``action``."""
+        return cast("StepResult[WObsT]", result)
+
+    def after_reset(self, obs: ObsT, info: dict[str, Any]) -> tuple[WObsT, dict[str, Any]]:
+        """This wrapper's first observation and info, from the inner env's."""
+        return cast("WObsT", obs), info
+
+    # -- episode API -----------------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[WObsT, dict[str, Any]]:
-        """Forward to the inner env."""
-        return cast("tuple[WObsT, dict[str, Any]]", self.env.reset(seed=seed, options=options))
+        """Reset the inner env, then :meth:`after_reset`."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self.after_reset(obs, info)
 
     def step(self, action: WActT) -> tuple[WObsT, float, bool, bool, dict[str, Any]]:
-        """Forward to the inner env."""
-        return cast(
-            "tuple[WObsT, float, bool, bool, dict[str, Any]]",
-            self.env.step(cast("ActT", action)),
-        )
+        """:meth:`before_step`, then :meth:`intercept_step` or the inner step and
+        :meth:`after_step`."""
+        hooks = self._step_hooks
+        if not hooks:  # no cast() here: a call per step and layer
+            return self.after_step(action, self.env.step(action))  # type: ignore[arg-type]
+        inner_action = self.before_step(action)
+        if hooks == 2:
+            answered = self.intercept_step(action)
+            if answered is not None:
+                return answered
+        return self.after_step(action, self.env.step(inner_action))
 
     async def astep(self, action: WActT) -> tuple[WObsT, float, bool, bool, dict[str, Any]]:
-        """Async :meth:`step`: awaits the inner env's ``astep`` when this wrapper does not change
-        ``step``; a wrapper that overrides ``step`` but not ``astep`` runs its ``step``."""
-        if type(self).step is Wrapper.step:
-            return cast(
-                "tuple[WObsT, float, bool, bool, dict[str, Any]]",
-                await self.env.astep(cast("ActT", action)),
-            )
-        return self.step(action)
+        """Async :meth:`step`: the same hooks around the inner env's ``astep``."""
+        if self._astep_runs_step:
+            return self.step(action)
+        inner_action = self.before_step(action)
+        if self._step_hooks == 2:
+            answered = await self.aintercept_step(action)
+            if answered is not None:
+                return answered
+        return self.after_step(action, await self.env.astep(inner_action))
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[WObsT, dict[str, Any]]:
-        """Async :meth:`reset`, forwarded like :meth:`astep`."""
-        if type(self).reset is Wrapper.reset:
-            return cast(
-                "tuple[WObsT, dict[str, Any]]", await self.env.areset(seed=seed, options=options)
-            )
-        return self.reset(seed=seed, options=options)
+        """Async :meth:`reset`: the inner env's ``areset``, then :meth:`after_reset`."""
+        if self._areset_runs_reset:
+            return self.reset(seed=seed, options=options)
+        obs, info = await self.env.areset(seed=seed, options=options)
+        return self.after_reset(obs, info)
 
     def sample_random_action(self) -> WActT:
         """Forward to the inner env."""
@@ -403,14 +464,11 @@ class ObservationWrapper(Wrapper[WObsT, ActT, ObsT, ActT]):
         """Transform one observation."""
         raise NotImplementedError
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[WObsT, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
+    def after_reset(self, obs: ObsT, info: dict[str, Any]) -> tuple[WObsT, dict[str, Any]]:
         return self.observation(obs), info
 
-    def step(self, action: ActT) -> tuple[WObsT, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+    def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[WObsT]:
+        obs, reward, terminated, truncated, info = result
         return self.observation(obs), reward, terminated, truncated, info
 
 
@@ -421,8 +479,8 @@ class ActionWrapper(Wrapper[ObsT, WActT, ObsT, ActT]):
         """Transform one action."""
         raise NotImplementedError
 
-    def step(self, action: WActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        return self.env.step(self.action(action))
+    def before_step(self, action: WActT) -> ActT:
+        return self.action(action)
 
 
 class RewardWrapper(Wrapper[ObsT, ActT, ObsT, ActT]):
@@ -432,6 +490,6 @@ class RewardWrapper(Wrapper[ObsT, ActT, ObsT, ActT]):
         """Transform one reward."""
         raise NotImplementedError
 
-    def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+    def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[ObsT]:
+        obs, reward, terminated, truncated, info = result
         return obs, self.reward(reward), terminated, truncated, info

@@ -140,6 +140,7 @@ def test_default_uses_the_shared_sandbox_and_pickles() -> None:
 
 @needs_bwrap
 def test_observation_cut(pool: PoolSandbox) -> None:
-    tool = PythonTool(sandbox=pool, max_observation_chars=30)
+    tool = PythonTool(sandbox=pool, max_output_chars=80)
     obs, _ = _run(tool, "<python>print('x' * 100)</python>")
-    assert obs.endswith("[output truncated]") and len(obs) < 60
+    assert obs.startswith("Code execution result: xx") and obs.endswith("xx\n")
+    assert "characters cut ...]" in obs and len(obs) <= 80

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 import gemgym
 from gemgym.core import Env
-from gemgym.errors import ConfigError
+from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.testing import check_env
 from gemgym.tools.base import Tool, ToolCall, ToolResult
 from gemgym.wrappers.history import ChatHistory
@@ -240,3 +241,41 @@ def test_python_tool_episode_and_conformance() -> None:
             "game:GuessTheNumber-v0-easy", wrappers=[python_tool_wrapper(timeout=3)]
         ),
     )
+
+
+def _after_the_end(env: Env[Any, str]) -> None:
+    """Step ``env`` until its episode ends (the turn limit, tool calls only)."""
+    env.reset(seed=0)
+    for _ in range(50):
+        _, _, terminated, truncated, _ = env.step("<calc>1+1</calc>")
+        if terminated or truncated:
+            return
+    raise AssertionError("the episode never ended")
+
+
+@pytest.mark.parametrize("action", ["<calc>1+1</calc>", r"\boxed{50}"])
+def test_no_tool_call_or_move_after_the_episode_ended(action: str) -> None:
+    tool = CalcTool()
+    env = gemgym.make("game:GuessTheNumber-v0-hard", wrappers=[lambda e: ToolEnvWrapper(e, [tool])])
+    _after_the_end(env)
+    calls = tool.calls
+    with pytest.raises(ResetNeeded, match="reset"):
+        env.step(action)
+    with pytest.raises(ResetNeeded, match="reset"):
+        asyncio.run(env.astep(action))
+    assert tool.calls == calls  # the tool did not run
+    env.reset(seed=1)
+    assert env.step("<calc>1+1</calc>")[0] == "2"
+
+
+def test_a_bare_tool_wrapper_refuses_to_step_before_reset_and_after_the_end() -> None:
+    tool = CalcTool()
+    env = ToolEnvWrapper(gemgym.make("game:GuessTheNumber-v0-hard"), [tool], max_turns=2)
+    with pytest.raises(ResetNeeded, match="reset"):
+        env.step("<calc>1+1</calc>")
+    _after_the_end(env)
+    with pytest.raises(ResetNeeded, match="reset"):
+        env.step("<calc>1+1</calc>")
+    assert tool.calls == 2
+    env.reset(seed=0)
+    assert env.step("<calc>2+2</calc>")[0] == "4"

@@ -1,10 +1,63 @@
 """Tools that turn single-turn tasks into multi-turn tool use.
 
 A :class:`~gemgym.tools.base.Tool` parses a call out of the model's action, executes it and
-returns an observation; :class:`gemgym.wrappers.tools.ToolEnvWrapper` puts tools around any env.
-Concrete tools live in their own modules (``python``, ``search``, ``mcp``), imported on use.
+returns an observation; :class:`gemgym.wrappers.ToolEnvWrapper` puts tools around any env::
+
+    from gemgym.tools import PythonTool
+    from gemgym.wrappers import ToolEnvWrapper
+
+    env = gemgym.make("math:GSM8K", wrappers=[lambda e: ToolEnvWrapper(e, [PythonTool()])])
+
+The concrete tools (:class:`PythonTool`, :class:`SearchTool`, :class:`MCPTool`) live in their
+own modules and load on first use, so importing this package imports neither the sandbox, nor
+a retrieval index, nor the ``mcp`` package.
 """
 
-from gemgym.tools.base import Tool, ToolCall, ToolResult
+from __future__ import annotations
 
-__all__ = ["Tool", "ToolCall", "ToolResult"]
+from typing import TYPE_CHECKING, Any
+
+from gemgym.tools.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    Tool,
+    ToolCall,
+    ToolResult,
+    truncate_output,
+)
+
+if TYPE_CHECKING:
+    from gemgym.tools.mcp import MCPTool
+    from gemgym.tools.python import PythonTool
+    from gemgym.tools.search import SearchTool
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "MCPTool",
+    "PythonTool",
+    "SearchTool",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "truncate_output",
+]
+
+_LAZY = {
+    "MCPTool": "gemgym.tools.mcp",
+    "PythonTool": "gemgym.tools.python",
+    "SearchTool": "gemgym.tools.search",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gemgym.tools' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

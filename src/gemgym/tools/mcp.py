@@ -56,7 +56,14 @@ from pathlib import Path
 from typing import Any, TextIO, TypedDict, TypeVar, Unpack, cast
 
 from gemgym.errors import ClosedError, ConfigError, ToolError, missing_dependency
-from gemgym.tools.base import Tool, ToolCall, ToolResult
+from gemgym.tools.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    Tool,
+    ToolCall,
+    ToolResult,
+    check_max_output_chars,
+    truncate_output,
+)
 
 __all__ = ["MCPServerConfig", "MCPTool", "MCPToolInfo", "parse_tool_call"]
 
@@ -419,6 +426,7 @@ class _Options(TypedDict, total=False):
     connect_timeout: float
     retries: int
     retry_delay: float
+    max_output_chars: int | None
 
 
 def _response(text: str) -> str:
@@ -435,6 +443,9 @@ class MCPTool(Tool):
         connect_timeout: seconds allowed to start a server, connect and list its tools.
         retries: extra attempts, on a fresh connection, for a call whose connection broke.
         retry_delay: seconds between attempts.
+        max_output_chars: cut a result's text to this many characters (inside the
+            ``<tool_response>`` block, with a ``[... N characters cut ...]`` line; ``None``: no
+            cut).
 
     Raises:
         ToolError: a server cannot be started or reached, or two tools get the same name.
@@ -451,6 +462,7 @@ class MCPTool(Tool):
         connect_timeout: float = 30.0,
         retries: int = 2,
         retry_delay: float = 0.5,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         try:
             import mcp  # noqa: F401
@@ -468,6 +480,7 @@ class MCPTool(Tool):
         self.connect_timeout = float(connect_timeout)
         self.retries = retries
         self.retry_delay = float(retry_delay)
+        self.max_output_chars = check_max_output_chars(max_output_chars)
         self._closed = False
         self._loop = _LoopThread()
         self._connections = {s.name: _Connection(s) for s in self.servers}
@@ -674,7 +687,7 @@ class MCPTool(Tool):
                     await conn.aclose()
                     continue  # reconnect and retry
                 break
-            text = _result_text(result)
+            text = truncate_output(_result_text(result), self.max_output_chars)
             if result.is_error:
                 return ToolResult(
                     _response(f"[Tool execution error: {text}]"),
@@ -714,6 +727,7 @@ class MCPTool(Tool):
             connect_timeout=self.connect_timeout,
             retries=self.retries,
             retry_delay=self.retry_delay,
+            max_output_chars=self.max_output_chars,
         )
 
     def __repr__(self) -> str:

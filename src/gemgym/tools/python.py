@@ -20,7 +20,14 @@ from typing import Any
 
 from gemgym.errors import ConfigError
 from gemgym.sandbox import Sandbox, shared_sandbox
-from gemgym.tools.base import Tool, ToolCall, ToolResult
+from gemgym.tools.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    Tool,
+    ToolCall,
+    ToolResult,
+    check_max_output_chars,
+    truncate_output,
+)
 
 __all__ = ["PythonTool", "parse_python_block"]
 
@@ -51,8 +58,10 @@ class PythonTool(Tool):
         timeout: wall seconds per call.
         persistent: keep names defined by earlier successful calls of the episode.
         keep_error_last_line: on an error, show only the last line of stderr (GEM's option).
-        max_observation_chars: cut longer observations (``None``: no cut beyond the sandbox's
-            output limit).
+        max_output_chars: cut longer observations to this many characters, keeping their start
+            and end around a ``[... N characters cut ...]`` line (``None``: no cut beyond the
+            sandbox's output limit).
+        max_observation_chars: the former name of ``max_output_chars``, still accepted.
     """
 
     name = "python"
@@ -64,6 +73,7 @@ class PythonTool(Tool):
         timeout: float = 5.0,
         persistent: bool = False,
         keep_error_last_line: bool = False,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         max_observation_chars: int | None = None,
     ) -> None:
         if sandbox is not None and not isinstance(sandbox, Sandbox):
@@ -75,8 +85,26 @@ class PythonTool(Tool):
         self.timeout = float(timeout)
         self.persistent = persistent
         self.keep_error_last_line = keep_error_last_line
-        self.max_observation_chars = max_observation_chars
+        max_output_chars = check_max_output_chars(max_output_chars)
+        if max_observation_chars is not None:
+            alias = check_max_output_chars(max_observation_chars)
+            if max_output_chars not in (alias, DEFAULT_MAX_OUTPUT_CHARS):
+                raise ConfigError(
+                    f"max_output_chars={max_output_chars} and max_observation_chars={alias} "
+                    "disagree; give only max_output_chars (max_observation_chars is its old name)"
+                )
+            max_output_chars = alias
+        self.max_output_chars = max_output_chars
         self.history: list[str] = []
+
+    @property
+    def max_observation_chars(self) -> int | None:
+        """The former name of :attr:`max_output_chars`."""
+        return self.max_output_chars
+
+    @max_observation_chars.setter
+    def max_observation_chars(self, value: int | None) -> None:
+        self.max_output_chars = check_max_output_chars(value)
 
     @property
     def sandbox(self) -> Sandbox:
@@ -128,8 +156,7 @@ class PythonTool(Tool):
         observation = RESULT_PREFIX + result.stdout
         if stderr:
             observation += "\n" + stderr
-        if self.max_observation_chars is not None and len(observation) > self.max_observation_chars:
-            observation = observation[: self.max_observation_chars] + "\n[output truncated]"
+        observation = truncate_output(observation, self.max_output_chars)
         if result.ok and self.persistent:
             self.history.append(code)
         return ToolResult(observation, result.ok, info)

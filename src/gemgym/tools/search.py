@@ -36,7 +36,14 @@ from typing import Any, Literal
 
 from gemgym.errors import ConfigError, missing_dependency
 from gemgym.retrieval.index import Retriever
-from gemgym.tools.base import Tool, ToolCall, ToolResult
+from gemgym.tools.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    Tool,
+    ToolCall,
+    ToolResult,
+    check_max_output_chars,
+    truncate_output,
+)
 
 __all__ = ["SearchTool", "format_documents"]
 
@@ -99,6 +106,8 @@ class SearchTool(Tool):
         timeout: seconds allowed for one search request to the server.
         encoding: ``"json"`` (Search-R1 and ``gemgym serve-retriever``) or ``"msgpack"`` (GEM's
             mosec retrieval server only speaks MessagePack; needs the ``msgpack`` package).
+        max_output_chars: cut the documents shown to this many characters (inside the
+            ``<information>`` block, with a ``[... N characters cut ...]`` line; ``None``: no cut).
     """
 
     name = "search"
@@ -111,7 +120,9 @@ class SearchTool(Tool):
         topk: int = 3,
         timeout: float = 5.0,
         encoding: Literal["json", "msgpack"] = "json",
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
+        self.max_output_chars = check_max_output_chars(max_output_chars)
         if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
             raise ConfigError(f"topk must be a positive int, got {topk!r}")
         if not timeout > 0:
@@ -207,6 +218,7 @@ class SearchTool(Tool):
                 info={"query": query, "error": str(e)},
             )
         text = format_documents(docs) if docs else "No documents matched the query.\n"
+        text = truncate_output(text, self.max_output_chars)
         return ToolResult(
             f"\n\n<information>{text}</information>\n\n",
             info={

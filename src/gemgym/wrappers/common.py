@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gemgym.core import ActT, Env, ObsT, Wrapper
+from gemgym.core import ActT, Env, ObsT, StepResult, Wrapper
 from gemgym.errors import ConfigError, ResetNeeded
 
 __all__ = ["EpisodeStatistics", "OrderEnforcing", "TimeLimit"]
@@ -35,27 +35,12 @@ class TimeLimit(Wrapper[ObsT, ActT, ObsT, ActT]):
         self.max_episode_steps = max_episode_steps
         self.elapsed_steps = 0
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsT, dict[str, Any]]:
+    def after_reset(self, obs: ObsT, info: dict[str, Any]) -> tuple[ObsT, dict[str, Any]]:
         self.elapsed_steps = 0
-        return self.env.reset(seed=seed, options=options)
+        return obs, info
 
-    def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        return self._count(*self.env.step(action))
-
-    async def areset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsT, dict[str, Any]]:
-        self.elapsed_steps = 0
-        return await self.env.areset(seed=seed, options=options)
-
-    async def astep(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        return self._count(*(await self.env.astep(action)))
-
-    def _count(
-        self, obs: ObsT, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
-    ) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+    def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[ObsT]:
+        obs, reward, terminated, truncated, info = result
         self.elapsed_steps += 1
         if self.elapsed_steps >= self.max_episode_steps and not terminated and not truncated:
             truncated = True
@@ -73,40 +58,21 @@ class OrderEnforcing(Wrapper[ObsT, ActT, ObsT, ActT]):
         super().__init__(env)
         self._needs_reset = True
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsT, dict[str, Any]]:
-        result = self.env.reset(seed=seed, options=options)
-        self._needs_reset = False
-        return result
-
-    def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        self._check_order()
-        return self._track(self.env.step(action))
-
-    async def areset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsT, dict[str, Any]]:
-        result = await self.env.areset(seed=seed, options=options)
-        self._needs_reset = False
-        return result
-
-    async def astep(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        self._check_order()
-        return self._track(await self.env.astep(action))
-
-    def _check_order(self) -> None:
+    def before_step(self, action: ActT) -> ActT:
         if self._needs_reset:
             raise ResetNeeded(
                 "call reset() before step(): the env has not been reset or its episode has ended"
             )
+        return action
 
-    def _track(
-        self, result: tuple[ObsT, float, bool, bool, dict[str, Any]]
-    ) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
+    def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[ObsT]:
         if result[2] or result[3]:
             self._needs_reset = True
         return result
+
+    def after_reset(self, obs: ObsT, info: dict[str, Any]) -> tuple[ObsT, dict[str, Any]]:
+        self._needs_reset = False
+        return obs, info
 
     @property
     def has_reset(self) -> bool:
@@ -122,7 +88,8 @@ class OrderEnforcing(Wrapper[ObsT, ActT, ObsT, ActT]):
 class EpisodeStatistics(Wrapper[ObsT, ActT, ObsT, ActT]):
     """Add ``info["episode"]`` when an episode ends: return, length, success and wall time.
 
-    ``info["episode"] = {"return": float, "length": int, "success": bool, "time": float}``.
+    ``info["episode"] = {"return": float, "length": int, "success": bool, "time": float}``
+    (``time``: wall seconds since ``reset`` returned).
     Success is the env's ``info["success"]`` on the last step when it reports one, else whether
     the episode terminated with a positive reward. Running totals are in :attr:`episode_returns`.
     """
@@ -136,16 +103,14 @@ class EpisodeStatistics(Wrapper[ObsT, ActT, ObsT, ActT]):
         self.episode_lengths: list[int] = []
         self.episode_successes: list[bool] = []
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsT, dict[str, Any]]:
+    def after_reset(self, obs: ObsT, info: dict[str, Any]) -> tuple[ObsT, dict[str, Any]]:
         self.episode_return = 0.0
         self.episode_length = 0
         self._start = time.perf_counter()
-        return self.env.reset(seed=seed, options=options)
+        return obs, info
 
-    def step(self, action: ActT) -> tuple[ObsT, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+    def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[ObsT]:
+        obs, reward, terminated, truncated, info = result
         self.episode_return += float(reward)
         self.episode_length += 1
         if terminated or truncated:

@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
-from gemgym.core import ChatObservation, Env, Message, MultimodalObservation, Wrapper
+from gemgym.core import (
+    ChatObservation,
+    Env,
+    Message,
+    MultimodalObservation,
+    StepResult,
+    Wrapper,
+)
 from gemgym.errors import ConfigError
 
 __all__ = ["ChatHistory", "ChatTemplateTokenizer", "ConcatHistory"]
@@ -58,17 +65,14 @@ class _History(Wrapper[Any, str, Any, str]):
         self._prefix = str(info.get("prefix", "") or "")
         self._suffix = str(info.get("suffix", "") or "")
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
+    def after_reset(self, obs: Any, info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         self.history.clear()
         self.history.append(("obs", _text(obs)))
         self._remember_info(info)
         return self.render(), info
 
-    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
+    def after_step(self, action: str, result: StepResult[Any]) -> StepResult[Any]:
+        obs, reward, terminated, truncated, info = result
         recorded = info.get("parsed_action", action)
         self.history.append(("action", str(recorded)))
         self.history.append(("tool" if info.get("use_tool") else "obs", _text(obs)))

@@ -10,6 +10,11 @@ that no more tools can be used, after which tool calls go to the inner env like 
 ``tool_type`` (the tool's name), ``tool_use_counter``, ``tool_success_counter`` and, at reset,
 the previous episode's counters as ``prev_ep_tool_use_counter``/``prev_ep_tool_success_counter``.
 
+A step before ``reset``, or after the episode ended (terminated, truncated or the turn limit),
+raises :class:`~gemgym.errors.ResetNeeded` and runs no tool, wherever the wrapper sits in the
+stack. :meth:`~ToolEnvWrapper.astep` runs the tools' :meth:`~gemgym.tools.base.Tool.aexecute`
+(an MCP call awaits its server without blocking the event loop); ``step`` runs ``execute``.
+
 Bugs of GEM fixed:
 
 * parse tracking with several tools: the first tool that parses the action and runs without
@@ -25,12 +30,12 @@ Bugs of GEM fixed:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Self
 
-from gemgym.core import Env, Message, MultimodalObservation, Wrapper
-from gemgym.errors import ConfigError
-from gemgym.tools.base import Tool, ToolCall, ToolResult
+from gemgym.core import Env, Message, MultimodalObservation, StepResult, Wrapper
+from gemgym.errors import ConfigError, ResetNeeded
+from gemgym.tools.base import DEFAULT_MAX_OUTPUT_CHARS, Tool, ToolCall, ToolResult
 
 __all__ = ["MAX_TOOL_USES_MESSAGE", "ToolEnvWrapper", "python_tool_wrapper"]
 
@@ -101,6 +106,7 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         self.tool_use_counter = 0
         self.tool_success_counter = 0
         self.turn_count = 0
+        self._needs_reset = True
 
     # -- helpers ---------------------------------------------------------------------------
     def instructions(self) -> str:
@@ -122,17 +128,30 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
             return None
         return inner if isinstance(inner, int) and not isinstance(inner, bool) else None
 
-    def _call(self, action: str) -> tuple[Tool, ToolCall, ToolResult] | None:
-        failed: tuple[Tool, ToolCall, ToolResult] | None = None
+    def _calls(self, action: str) -> Iterator[tuple[Tool, ToolCall]]:
+        if self.tool_use_counter >= self.max_tool_uses:
+            return
         for tool in self.tools:
             call = tool.parse(action)
-            if call is None:
-                continue
+            if call is not None:
+                yield tool, call
+
+    def _call(self, action: str) -> tuple[Tool, ToolCall, ToolResult] | None:
+        failed: tuple[Tool, ToolCall, ToolResult] | None = None
+        for tool, call in self._calls(action):
             result = tool.execute(call)
             if result.ok:
                 return tool, call, result
-            if failed is None:
-                failed = (tool, call, result)
+            failed = failed or (tool, call, result)
+        return failed
+
+    async def _acall(self, action: str) -> tuple[Tool, ToolCall, ToolResult] | None:
+        failed: tuple[Tool, ToolCall, ToolResult] | None = None
+        for tool, call in self._calls(action):
+            result = await tool.aexecute(call)
+            if result.ok:
+                return tool, call, result
+            failed = failed or (tool, call, result)
         return failed
 
     def _counters(self) -> dict[str, Any]:
@@ -141,31 +160,46 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
             "tool_success_counter": self.tool_success_counter,
         }
 
-    # -- episode API -------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
+    # -- hooks of Wrapper: step and astep are written once there ------------------------------
+    def after_reset(self, obs: Any, info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         info = dict(info)
         info["prev_ep_tool_use_counter"] = self.tool_use_counter
         info["prev_ep_tool_success_counter"] = self.tool_success_counter
         self.tool_use_counter = 0
         self.tool_success_counter = 0
         self.turn_count = 0
+        self._needs_reset = False
         for tool in self.tools:
             tool.reset()
         info.update(self._counters(), use_tool=False)
         return _add_text(obs, self.instructions()), info
 
-    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        outcome = self._call(action) if self.tool_use_counter < self.max_tool_uses else None
-        if outcome is None:
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            info = dict(info)
-            info.update(self._counters(), use_tool=False)
-            self.turn_count += 1
-            return self._limit(obs, reward, terminated, truncated, info)
-        tool, call, result = outcome
+    def before_step(self, action: str) -> str:
+        """Refuse a step before ``reset`` or after the episode ended: no tool runs then."""
+        if self._needs_reset:
+            raise ResetNeeded(
+                "call reset() before step(): the env has not been reset or its episode has ended"
+            )
+        return action
+
+    def intercept_step(self, action: str) -> StepResult[Any] | None:
+        """Run the tool ``action`` calls, if any (the inner env is not stepped then)."""
+        outcome = self._call(action)
+        return None if outcome is None else self._tool_step(*outcome)
+
+    async def aintercept_step(self, action: str) -> StepResult[Any] | None:
+        """:meth:`intercept_step` through the tools' ``aexecute``."""
+        outcome = await self._acall(action)
+        return None if outcome is None else self._tool_step(*outcome)
+
+    def after_step(self, action: str, result: StepResult[Any]) -> StepResult[Any]:
+        obs, reward, terminated, truncated, info = result
+        info = dict(info)
+        info.update(self._counters(), use_tool=False)
+        self.turn_count += 1
+        return self._limit(obs, reward, terminated, truncated, info)
+
+    def _tool_step(self, tool: Tool, call: ToolCall, result: ToolResult) -> StepResult[Any]:
         self.tool_use_counter += 1
         if result.ok:
             self.tool_success_counter += 1
@@ -189,12 +223,21 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
 
     def _limit(
         self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
-    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    ) -> StepResult[Any]:
         limit = self.turn_limit()
         if limit is not None and self.turn_count >= limit and not (terminated or truncated):
             truncated = True
             info["turn_limit"] = True
+        if terminated or truncated:
+            self._needs_reset = True
         return obs, reward, terminated, truncated, info
+
+    def spawn(self, same_state: bool = False) -> Self:
+        """A copy with its own tools; unless ``same_state``, it must be reset before a step."""
+        new = super().spawn(same_state=same_state)
+        if not same_state:
+            new._needs_reset = True
+        return new
 
     def close(self) -> None:
         for tool in self.tools:
@@ -214,6 +257,7 @@ def python_tool_wrapper(
     backend: str = "auto",
     max_turns: int | None = None,
     count_tool_turns: bool = True,
+    max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
 ) -> Callable[[Env[Any, str]], ToolEnvWrapper]:
     """A wrapper factory giving an env the Python tool (GEM's ``python_tool`` preset defaults).
 
@@ -222,7 +266,8 @@ def python_tool_wrapper(
         env = gemgym.make("math:GSM8K", wrappers=[python_tool_wrapper()])
 
     GEM's ``python_tool_no_int_reward`` is ``tool_reward=0, tool_success_reward=0``, and its
-    ``..._last_line_error`` adds ``keep_error_last_line=True``.
+    ``..._last_line_error`` adds ``keep_error_last_line=True``. ``max_output_chars`` cuts the
+    tool's output (``None``: no cut).
     """
 
     def wrap(env: Env[Any, str]) -> ToolEnvWrapper:
@@ -233,6 +278,7 @@ def python_tool_wrapper(
             timeout=timeout,
             persistent=persistent,
             keep_error_last_line=keep_error_last_line,
+            max_output_chars=max_output_chars,
         )
         return ToolEnvWrapper(
             env,
