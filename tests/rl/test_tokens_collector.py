@@ -120,3 +120,19 @@ def test_collector_max_turns_cuts_episodes() -> None:
     with Collector(ENV, lambda o: ["\\boxed{1}"] * len(o), num_envs=2, max_turns=1) as col:
         batch = col.collect(2)
     assert all(e.length == 1 for e in batch.episodes)
+
+
+def test_collector_state_saves_and_restores_where_the_seeds_stand() -> None:
+    with Collector(ENV, lambda obs: ["\\boxed{5}"] * len(obs), num_envs=2, seed=7) as col:
+        assert col.next_group == 0 and col.state_dict() == {"next_group": 0}
+        col.collect(4)
+        state = col.state_dict()
+        assert state == {"next_group": 4} and col.next_group == 4
+        fresh = [e.seed for e in col.collect(4).episodes]
+        assert fresh == [7 + 4, 7 + 5, 7 + 6, 7 + 7]  # never a seed of the first batch
+        col.load_state_dict(state)  # a batch thrown away is played again from the same seeds
+        assert [e.seed for e in col.collect(4).episodes] == fresh
+        for bad in ({"next_group": -1}, {"group": 3}, {"next_group": "3"}, {"next_group": True}):
+            with pytest.raises(ConfigError, match=r"Collector\.state_dict"):
+                col.load_state_dict(bad)  # type: ignore[arg-type]
+        assert col.next_group == 8  # unchanged by the refused states

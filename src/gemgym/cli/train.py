@@ -8,264 +8,303 @@ Example::
 
 Needs the ``train`` extra (torch, transformers, matplotlib). Writes ``curves.csv``,
 ``curves.png``, ``checkpoint.pt`` and ``final.json`` in ``--out``; ``--resume`` continues a run.
+
+The flags are made from the fields of :class:`~gemgym.rl.trainer.TrainConfig`: :data:`FLAGS`
+names each field's flag and help; its type and default come from the field. ``--help`` lists
+them in the config's :data:`~gemgym.rl.trainer.config.SECTIONS`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from typing import Any
 
 from gemgym.errors import ConfigError
+from gemgym.rl.trainer.codec import TOKENIZERS
+from gemgym.rl.trainer.config import KL_ESTIMATORS, SECTIONS, TrainConfig
+
+__all__ = ["FLAGS", "Flag", "add_arguments", "config_from_args", "run"]
+
+
+class _Estimators:
+    """The estimators of the reference trainer (no critic: not ``gae``), read on first use so
+    that building the parser does not import numpy."""
+
+    def _names(self) -> tuple[str, ...]:
+        from gemgym.rl.advantages import ESTIMATORS
+
+        return tuple(e for e in ESTIMATORS if e != "gae")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._names()
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How one :class:`TrainConfig` field appears on the command line."""
+
+    flag: str
+    help: str | None = None
+    choices: Any = None
+    metavar: str | tuple[str, ...] | None = None
+    convert: Callable[[str], Any] | None = None
+    """The argument's type when the field's own (int, float, str) does not fit."""
+    to_config: Callable[[Any], Any] | None = None
+    """The config's value from the parsed one, when they differ (e.g. 0 for ``None``)."""
+    default: Any = None
+    """The flag's default when it is not the field's (with ``own_default``)."""
+    own_default: bool = False
+
+
+FLAGS: dict[str, Flag] = {
+    # run
+    "env_kwargs": Flag(
+        "--env-kwargs",
+        "keyword arguments for the env, e.g. '{\"partial_credit\": false}'",
+        convert=json.loads,
+        metavar="JSON",
+    ),
+    "out_dir": Flag("--out", "output folder (default runs/train)"),
+    "seed": Flag("--seed"),
+    "updates": Flag("--updates", "stop after N updates"),
+    "time_budget_s": Flag(
+        "--time-budget",
+        "stop after S seconds (SFT included: it runs first, RL gets the rest)",
+    ),
+    "checkpoint_every": Flag(
+        "--checkpoint-every", "save a checkpoint every N updates (0: at the end)"
+    ),
+    "device": Flag("--device", "auto (GPU when present), cpu, cuda:0 ..."),
+    "threads": Flag("--threads", "torch CPU threads"),
+    "overlap": Flag(
+        "--overlap",
+        "collect the next batch in a background thread while learning (2+ cores; each "
+        "batch is one update old)",
+    ),
+    # model
+    "model": Flag("--model", "Hugging Face model path (default: small GPT)"),
+    "n_layer": Flag("--n-layer"),
+    "n_embd": Flag("--n-embd"),
+    "n_head": Flag("--n-head"),
+    "n_positions": Flag(
+        "--n-positions",
+        "context length of the default model in tokens (a 7-turn game needs ~750 bytes)",
+    ),
+    "tokenizer": Flag(
+        "--tokenizer",
+        "tokenizer of the default model: bytes, or words (observations as hashed words)",
+        choices=TOKENIZERS,
+    ),
+    "max_new_tokens": Flag("--max-new-tokens", "tokens an action may have"),
+    "obs_max_tokens": Flag("--obs-max-tokens", "tokens kept of each observation"),
+    # rl
+    "estimator": Flag("--estimator", "advantage estimator (default rebn)", choices=_Estimators()),
+    "gamma": Flag("--gamma", "discount (default 0.9)"),
+    "episodes_per_update": Flag("--episodes-per-update"),
+    "group_size": Flag(
+        "--group-size",
+        "episodes per initial state (default 8 for the group estimators, else 1)",
+        own_default=True,
+    ),
+    "lr": Flag("--lr"),
+    "lr_schedule": Flag(
+        "--lr-schedule",
+        "cosine: decay the RL learning rate to 0 over the time budget (or the updates)",
+        choices=("constant", "cosine"),
+    ),
+    "warmup_updates": Flag("--warmup-updates", "linear RL learning-rate warm-up (updates)"),
+    "max_grad_norm": Flag("--max-grad-norm", "clip the gradient's norm to this (0: no clipping)"),
+    # ppo
+    "epochs": Flag("--epochs", "passes over each collected batch (default 1)"),
+    "minibatches": Flag(
+        "--minibatches",
+        "AdamW steps per pass (PPO-style clipped reuse when epochs*minibatches > 1)",
+    ),
+    "clip_eps": Flag("--clip-eps", "PPO ratio clip (default 0.2)"),
+    "dual_clip": Flag(
+        "--dual-clip",
+        "bound of a negative-advantage token's ratio term (default 3; 0 turns it off)",
+        to_config=lambda v: v or None,
+    ),
+    # entropy
+    "entropy_coef": Flag("--entropy-coef", "entropy bonus on the action tokens (default 0: none)"),
+    "entropy_ref_min": Flag(
+        "--entropy-ref-min",
+        "apply the entropy bonus only to action tokens where the starting weights' entropy "
+        "is at least this many nats (the moves, not the format they already fixed)",
+    ),
+    "entropy_turns": Flag(
+        "--entropy-turns",
+        "apply the entropy bonus only to the first K actions of each episode (the later "
+        "turns' moves settle while the earlier ones explore)",
+    ),
+    "entropy_schedule": Flag(
+        "--entropy-schedule",
+        "linear: the entropy bonus decays to 0 over the run (default constant)",
+        choices=("constant", "linear"),
+    ),
+    "entropy_decay_until": Flag(
+        "--entropy-decay-until",
+        "with --entropy-schedule linear: the share of the run where the bonus reaches 0 "
+        "(default 1: the end)",
+    ),
+    "entropy_target": Flag(
+        "--entropy-target",
+        "adapt the entropy bonus after every update so that the entropy (nats) of the "
+        "tokens it applies to follows a line from START to END over the run; --entropy-coef "
+        "is its starting value",
+        metavar=("START", "END"),
+        to_config=lambda v: tuple(v) if v else None,
+    ),
+    "entropy_target_lr": Flag(
+        "--entropy-target-lr",
+        "with --entropy-target: how fast the bonus's log moves per nat off the line (default 0.05)",
+    ),
+    # kl
+    "kl_coef": Flag(
+        "--kl-coef",
+        "KL penalty toward the weights RL starts from (GRPO's k3; default 0: none)",
+    ),
+    "kl_schedule": Flag(
+        "--kl-schedule",
+        "linear: the KL coefficient decays to 0 over the run (default constant)",
+        choices=("constant", "linear"),
+    ),
+    "kl_decay_until": Flag(
+        "--kl-decay-until",
+        "with --kl-schedule linear: the share of the run where the KL coefficient "
+        "reaches 0 (default 1: the end)",
+    ),
+    "kl_estimator": Flag(
+        "--kl-estimator",
+        "k3: GRPO's estimator on the sampled tokens (default); exact: KL(ref || policy) "
+        "over the whole vocabulary at every action token (no sampling noise: it also pulls "
+        "back moves the policy no longer samples)",
+        choices=KL_ESTIMATORS,
+    ),
+    # sampling
+    "temperature": Flag(
+        "--temperature",
+        "sampling temperature of the training batches (default 1; > 1 explores more)",
+    ),
+    "min_p": Flag(
+        "--min-p",
+        "sample only tokens at least this times as likely as the best (default 0: all)",
+    ),
+    "eval_temperature": Flag(
+        "--eval-temperature",
+        "sampling temperature of the evaluations (default: --temperature)",
+    ),
+    # sft
+    "sft_path": Flag("--sft", "JSONL traces (gemgym run --out) for SFT"),
+    "init_checkpoint": Flag("--init", "start from a checkpoint's weights"),
+    "sft_steps": Flag("--sft-steps", "SFT steps (they count toward --time-budget)"),
+    "sft_batch_size": Flag("--sft-batch-size", "episodes per SFT step"),
+    "sft_lr": Flag("--sft-lr", "SFT learning rate"),
+    # evaluation
+    "eval_every": Flag("--eval-every", "evaluate every N updates"),
+    "eval_episodes": Flag("--eval-every-episodes", "episodes of each --eval-every evaluation"),
+    "final_eval_episodes": Flag("--eval-episodes", "final evaluation episodes"),
+    "final_eval_greedy": Flag(
+        "--final-eval-greedy", "also evaluate with greedy decoding at the end"
+    ),
+}
+"""Each :class:`TrainConfig` field but ``env_id`` (the positional argument): its flag."""
+
+_CONFIG_TYPES = typing.get_type_hints(TrainConfig)
+
+
+def _base_type(field_name: str) -> tuple[Any, int | None]:
+    """The argparse type of a field and its ``nargs`` (``X | None`` is ``X``; a tuple of
+    floats is ``float`` with one argument per item)."""
+    tp = _CONFIG_TYPES[field_name]
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        tp = args[0]
+    if typing.get_origin(tp) is tuple:
+        items = typing.get_args(tp)
+        return items[0], len(items)
+    return tp, None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``gemgym train``."""
+    """Arguments of ``gemgym train``: ``env_id``, one flag per :data:`FLAGS` entry (grouped
+    as the config's sections), ``--resume`` and ``--quiet``."""
     p.add_argument("env_id", help="e.g. game:GuessTheNumber-v0-easy")
-    p.add_argument(
-        "--env-kwargs",
-        type=json.loads,
-        default=None,
-        metavar="JSON",
-        help="keyword arguments for the env, e.g. '{\"partial_credit\": false}'",
-    )
-    p.add_argument("--out", default="runs/train", help="output folder (default runs/train)")
-    p.add_argument(
-        "--estimator",
-        default="rebn",
-        choices=["rebn", "rebn_group", "reinforce", "grpo", "drgrpo", "rloo"],
-        help="advantage estimator (default rebn)",
-    )
-    p.add_argument("--gamma", type=float, default=0.9, help="discount (default 0.9)")
-    p.add_argument("--group-size", type=int, default=None, help="episodes per initial state")
-    p.add_argument("--episodes-per-update", type=int, default=64)
-    p.add_argument("--updates", type=int, default=None, help="stop after N updates")
-    p.add_argument("--time-budget", type=float, default=None, help="stop after S seconds")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument(
-        "--lr-schedule",
-        choices=["constant", "cosine"],
-        default="constant",
-        help="cosine: decay the RL learning rate to 0 over the time budget (or the updates)",
-    )
-    p.add_argument(
-        "--warmup-updates", type=int, default=0, help="linear RL learning-rate warm-up (updates)"
-    )
-    p.add_argument(
-        "--epochs", type=int, default=1, help="passes over each collected batch (default 1)"
-    )
-    p.add_argument(
-        "--minibatches",
-        type=int,
-        default=1,
-        help="AdamW steps per pass (PPO-style clipped reuse when epochs*minibatches > 1)",
-    )
-    p.add_argument("--clip-eps", type=float, default=0.2, help="PPO ratio clip (default 0.2)")
-    p.add_argument(
-        "--dual-clip",
-        type=float,
-        default=3.0,
-        help="bound of a negative-advantage token's ratio term (default 3; 0 turns it off)",
-    )
-    p.add_argument(
-        "--entropy-coef",
-        type=float,
-        default=0.0,
-        help="entropy bonus on the action tokens (default 0: none)",
-    )
-    p.add_argument(
-        "--entropy-ref-min",
-        type=float,
-        default=None,
-        help="apply the entropy bonus only to action tokens where the starting weights' entropy "
-        "is at least this many nats (the moves, not the format they already fixed)",
-    )
-    p.add_argument(
-        "--entropy-turns",
-        type=int,
-        default=None,
-        help="apply the entropy bonus only to the first K actions of each episode (the later "
-        "turns' moves settle while the earlier ones explore)",
-    )
-    p.add_argument(
-        "--entropy-schedule",
-        default="constant",
-        choices=["constant", "linear"],
-        help="linear: the entropy bonus decays to 0 over the run (default constant)",
-    )
-    p.add_argument(
-        "--entropy-decay-until",
-        type=float,
-        default=1.0,
-        help="with --entropy-schedule linear: the share of the run where the bonus reaches 0 "
-        "(default 1: the end)",
-    )
-    p.add_argument(
-        "--entropy-target",
-        type=float,
-        nargs=2,
-        default=None,
-        metavar=("START", "END"),
-        help="adapt the entropy bonus after every update so that the entropy (nats) of the "
-        "tokens it applies to follows a line from START to END over the run; --entropy-coef "
-        "is its starting value",
-    )
-    p.add_argument(
-        "--entropy-target-lr",
-        type=float,
-        default=0.05,
-        help="with --entropy-target: how fast the bonus's log moves per nat off the line "
-        "(default 0.05)",
-    )
-    p.add_argument(
-        "--kl-coef",
-        type=float,
-        default=0.0,
-        help="KL penalty toward the weights RL starts from (GRPO's k3; default 0: none)",
-    )
-    p.add_argument(
-        "--kl-schedule",
-        default="constant",
-        choices=["constant", "linear"],
-        help="linear: the KL coefficient decays to 0 over the run (default constant)",
-    )
-    p.add_argument(
-        "--kl-decay-until",
-        type=float,
-        default=1.0,
-        help="with --kl-schedule linear: the share of the run where the KL coefficient "
-        "reaches 0 (default 1: the end)",
-    )
-    p.add_argument(
-        "--kl-estimator",
-        default="k3",
-        choices=["k3", "exact"],
-        help="k3: GRPO's estimator on the sampled tokens (default); exact: KL(ref || policy) "
-        "over the whole vocabulary at every action token (no sampling noise: it also pulls "
-        "back moves the policy no longer samples)",
-    )
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=1.0,
-        help="sampling temperature of the training batches (default 1; > 1 explores more)",
-    )
-    p.add_argument(
-        "--min-p",
-        type=float,
-        default=0.0,
-        help="sample only tokens at least this times as likely as the best (default 0: all)",
-    )
-    p.add_argument(
-        "--eval-temperature",
-        type=float,
-        default=None,
-        help="sampling temperature of the evaluations (default: --temperature)",
-    )
-    p.add_argument("--init", dest="init_checkpoint", help="start from a checkpoint's weights")
-    p.add_argument("--sft", dest="sft_path", help="JSONL traces (gemgym run --out) for SFT")
-    p.add_argument("--sft-steps", type=int, default=300)
-    p.add_argument("--model", default=None, help="Hugging Face model path (default: small GPT)")
-    p.add_argument("--n-layer", type=int, default=2)
-    p.add_argument("--n-embd", type=int, default=64)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument(
-        "--n-positions",
-        type=int,
-        default=512,
-        help="context length of the default model in tokens (a 7-turn game needs ~750 bytes)",
-    )
-    p.add_argument(
-        "--tokenizer",
-        choices=["bytes", "words"],
-        default="bytes",
-        help="tokenizer of the default model: bytes, or words (observations as hashed words)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-every", type=int, default=0, help="evaluate every N updates")
-    p.add_argument("--eval-episodes", type=int, default=1000, help="final evaluation episodes")
-    p.add_argument("--device", default="auto", help="auto (GPU when present), cpu, cuda:0 ...")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument(
-        "--overlap",
-        action="store_true",
-        help="collect the next batch in a background thread while learning (2+ cores; each "
-        "batch is one update old)",
-    )
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    for section, names in SECTIONS.items():
+        group = p.add_argument_group(section)
+        for name in names:
+            if name not in FLAGS:
+                continue
+            flag = FLAGS[name]
+            default = flag.default if flag.own_default else defaults[name]
+            kwargs: dict[str, Any] = {"dest": name, "default": default, "help": flag.help}
+            tp, nargs = _base_type(name)
+            if tp is bool:
+                kwargs["action"] = argparse.BooleanOptionalAction if default else "store_true"
+            else:
+                kwargs["type"] = flag.convert or tp
+                if nargs is not None:
+                    kwargs["nargs"] = nargs
+                if flag.choices is not None:
+                    kwargs["choices"] = flag.choices
+                if flag.metavar is not None:
+                    kwargs["metavar"] = flag.metavar
+                elif flag.choices is None:
+                    kwargs["metavar"] = flag.flag.lstrip("-").upper().replace("-", "_")
+                if flag.help is None:
+                    kwargs["help"] = "(default %(default)s)"
+            group.add_argument(flag.flag, **kwargs)
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--quiet", action="store_true", help="no per-update log")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The :class:`TrainConfig` of parsed ``gemgym train`` arguments (not yet validated)."""
+    from gemgym.rl.advantages import GROUP_ESTIMATORS
+
+    values: dict[str, Any] = {"env_id": args.env_id}
+    for name, flag in FLAGS.items():
+        value = getattr(args, name)
+        values[name] = flag.to_config(value) if flag.to_config is not None else value
+    if values["group_size"] is None:
+        values["group_size"] = 8 if values["estimator"] in GROUP_ESTIMATORS else 1
+    return TrainConfig(**values)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train and print the final evaluation."""
     try:
-        from gemgym.rl.trainer import TrainConfig, Trainer
+        from gemgym.rl.trainer import Trainer
     except ImportError as e:
         from gemgym.errors import missing_dependency
 
         raise missing_dependency(e.name or "torch", "train") from e
     from gemgym.registry import spec
-    from gemgym.rl.advantages import GROUP_ESTIMATORS
 
     spec(args.env_id)
-    if args.updates is None and args.time_budget is None:
+    if args.updates is None and args.time_budget_s is None:
         raise ConfigError("give --updates N or --time-budget SECONDS")
-    group = args.group_size
-    if group is None:
-        group = 8 if args.estimator in GROUP_ESTIMATORS else 1
-    cfg = TrainConfig(
-        env_id=args.env_id,
-        env_kwargs=args.env_kwargs,
-        out_dir=args.out,
-        estimator=args.estimator,
-        gamma=args.gamma,
-        model=args.model,
-        n_layer=args.n_layer,
-        n_embd=args.n_embd,
-        n_head=args.n_head,
-        n_positions=args.n_positions,
-        tokenizer=args.tokenizer,
-        seed=args.seed,
-        episodes_per_update=args.episodes_per_update,
-        group_size=group,
-        lr=args.lr,
-        warmup_updates=args.warmup_updates,
-        lr_schedule=args.lr_schedule,
-        epochs=args.epochs,
-        minibatches=args.minibatches,
-        clip_eps=args.clip_eps,
-        dual_clip=args.dual_clip or None,
-        entropy_coef=args.entropy_coef,
-        entropy_ref_min=args.entropy_ref_min,
-        entropy_turns=args.entropy_turns,
-        kl_schedule=args.kl_schedule,
-        kl_decay_until=args.kl_decay_until,
-        kl_estimator=args.kl_estimator,
-        entropy_schedule=args.entropy_schedule,
-        entropy_decay_until=args.entropy_decay_until,
-        entropy_target=tuple(args.entropy_target) if args.entropy_target else None,
-        entropy_target_lr=args.entropy_target_lr,
-        kl_coef=args.kl_coef,
-        temperature=args.temperature,
-        min_p=args.min_p,
-        eval_temperature=args.eval_temperature,
-        init_checkpoint=args.init_checkpoint,
-        updates=args.updates,
-        time_budget_s=args.time_budget,
-        sft_path=args.sft_path,
-        sft_steps=args.sft_steps,
-        eval_every=args.eval_every,
-        final_eval_episodes=args.eval_episodes,
-        device=args.device,
-        threads=args.threads,
-        overlap=args.overlap,
-    )
+    cfg = config_from_args(args)
     trainer = Trainer(cfg, log=None if args.quiet else print)
     final = trainer.run(resume=args.resume)
     ev = final.get("eval", {})
     print(
         f"{final['updates']} updates in {final['train_time_s']} s; eval on "
         f"{ev.get('episodes', 0)} episodes: success {ev.get('success_rate', 0):.1%}, "
-        f"mean turns {ev.get('mean_turns', 0):.2f}; results in {args.out}"
+        f"mean turns {ev.get('mean_turns', 0):.2f}; results in {cfg.out_dir}"
     )
     if "eval_greedy" in final:
         g = final["eval_greedy"]

@@ -4,27 +4,59 @@ Everything here needs only numpy; the reference trainer (:mod:`gemgym.rl.trainer
 transformers, ``pip install "gemgym[train]"``) is imported only when used. See ``docs/rl.md``.
 """
 
-from gemgym.rl.advantages import (
-    ESTIMATORS,
-    GROUP_ESTIMATORS,
-    compute_advantages,
-    discounted_returns,
-    drgrpo_advantages,
-    gae_advantages,
-    grpo_advantages,
-    rebn_advantages,
-    rebn_group_advantages,
-    reinforce_advantages,
-    rloo_advantages,
-)
-from gemgym.rl.collector import Batch, BatchPolicy, Collector
-from gemgym.rl.tokens import (
-    Segment,
-    TokenizedEpisode,
-    pad_batch,
-    token_weights,
-    tokenize_segments,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gemgym.rl.advantages import (
+        ESTIMATORS,
+        GROUP_ESTIMATORS,
+        compute_advantages,
+        discounted_returns,
+        drgrpo_advantages,
+        gae_advantages,
+        grpo_advantages,
+        rebn_advantages,
+        rebn_group_advantages,
+        reinforce_advantages,
+        rloo_advantages,
+    )
+    from gemgym.rl.collector import (
+        Batch,
+        BatchPolicy,
+        Collector,
+    )
+    from gemgym.rl.tokens import (
+        Segment,
+        TokenizedEpisode,
+        pad_batch,
+        token_weights,
+        tokenize_segments,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "ESTIMATORS": "gemgym.rl.advantages",
+    "GROUP_ESTIMATORS": "gemgym.rl.advantages",
+    "compute_advantages": "gemgym.rl.advantages",
+    "discounted_returns": "gemgym.rl.advantages",
+    "drgrpo_advantages": "gemgym.rl.advantages",
+    "gae_advantages": "gemgym.rl.advantages",
+    "grpo_advantages": "gemgym.rl.advantages",
+    "rebn_advantages": "gemgym.rl.advantages",
+    "rebn_group_advantages": "gemgym.rl.advantages",
+    "reinforce_advantages": "gemgym.rl.advantages",
+    "rloo_advantages": "gemgym.rl.advantages",
+    "Batch": "gemgym.rl.collector",
+    "BatchPolicy": "gemgym.rl.collector",
+    "Collector": "gemgym.rl.collector",
+    "Segment": "gemgym.rl.tokens",
+    "TokenizedEpisode": "gemgym.rl.tokens",
+    "pad_batch": "gemgym.rl.tokens",
+    "token_weights": "gemgym.rl.tokens",
+    "tokenize_segments": "gemgym.rl.tokens",
+}
 
 __all__ = [
     "ESTIMATORS",
@@ -47,3 +79,17 @@ __all__ = [
     "token_weights",
     "tokenize_segments",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the names are imported on first use, which keeps ``import gemgym`` and the CLI fast
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -10,23 +10,59 @@
   checkpoint, output).
 """
 
-from gemgym.rl.trainer.codec import ByteTokenizer, Codec, HFCodec
-from gemgym.rl.trainer.loop import (
-    CURVE_FIELDS,
-    KL_ESTIMATORS,
-    FormatErrorWarning,
-    ReferenceDistribution,
-    TrainConfig,
-    Trainer,
-    clipped_policy_loss,
-    config_from_dict,
-    exact_kl_penalty,
-    format_error_share,
-    kl_penalty,
-    plot_curves,
-    policy_gradient_loss,
-)
-from gemgym.rl.trainer.policy import LMPolicy, build_model, observation_text
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gemgym.rl.trainer.codec import (
+        ByteTokenizer,
+        Codec,
+        HFCodec,
+    )
+    from gemgym.rl.trainer.loop import (
+        CURVE_FIELDS,
+        KL_ESTIMATORS,
+        FormatErrorWarning,
+        ReferenceDistribution,
+        TrainConfig,
+        Trainer,
+        clipped_policy_loss,
+        config_from_dict,
+        exact_kl_penalty,
+        format_error_share,
+        kl_penalty,
+        plot_curves,
+        policy_gradient_loss,
+    )
+    from gemgym.rl.trainer.policy import (
+        LMPolicy,
+        build_model,
+        observation_text,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "ByteTokenizer": "gemgym.rl.trainer.codec",
+    "Codec": "gemgym.rl.trainer.codec",
+    "HFCodec": "gemgym.rl.trainer.codec",
+    "CURVE_FIELDS": "gemgym.rl.trainer.loop",
+    "KL_ESTIMATORS": "gemgym.rl.trainer.loop",
+    "FormatErrorWarning": "gemgym.rl.trainer.loop",
+    "ReferenceDistribution": "gemgym.rl.trainer.loop",
+    "TrainConfig": "gemgym.rl.trainer.loop",
+    "Trainer": "gemgym.rl.trainer.loop",
+    "clipped_policy_loss": "gemgym.rl.trainer.loop",
+    "config_from_dict": "gemgym.rl.trainer.loop",
+    "exact_kl_penalty": "gemgym.rl.trainer.loop",
+    "format_error_share": "gemgym.rl.trainer.loop",
+    "kl_penalty": "gemgym.rl.trainer.loop",
+    "plot_curves": "gemgym.rl.trainer.loop",
+    "policy_gradient_loss": "gemgym.rl.trainer.loop",
+    "LMPolicy": "gemgym.rl.trainer.policy",
+    "build_model": "gemgym.rl.trainer.policy",
+    "observation_text": "gemgym.rl.trainer.policy",
+}
 
 __all__ = [
     "CURVE_FIELDS",
@@ -49,3 +85,17 @@ __all__ = [
     "plot_curves",
     "policy_gradient_loss",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the names are imported on first use, which keeps ``import gemgym`` and the CLI fast
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

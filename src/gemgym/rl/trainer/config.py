@@ -11,7 +11,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gemgym.errors import ConfigError
-from gemgym.rl.advantages import ESTIMATORS, GROUP_ESTIMATORS
 from gemgym.rl.trainer.codec import TOKENIZERS
 
 __all__ = ["KL_ESTIMATORS", "SECTIONS", "TrainConfig", "config_from_dict"]
@@ -85,6 +84,8 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` for inconsistent settings."""
+        from gemgym.rl.advantages import ESTIMATORS, GROUP_ESTIMATORS  # numpy: not at import
+
         if self.estimator not in ESTIMATORS or self.estimator == "gae":
             raise ConfigError(
                 f"estimator must be one of {[e for e in ESTIMATORS if e != 'gae']} (the "
