@@ -245,34 +245,57 @@ class EnvGroup:
         return [self.reset_one(j, seed, options) for j, seed, options in items]
 
     # -- steps -------------------------------------------------------------------------------------
-    def _finish(self, j: int, result: StepTuple) -> StepTuple:
-        """Apply the autoreset mode to env ``j``'s step that ended its episode."""
+    def _finish_all(
+        self,
+        ended: Iterable[int],
+        done: Sequence[StepTuple] | dict[int, StepTuple],
+        obs: list[Any] | dict[int, Any],
+        infos: list[dict[str, Any]] | dict[int, dict[str, Any]],
+    ) -> None:
+        """Apply the autoreset mode to the ``ended`` envs, whose step results are in ``done``
+        (by env). In ``SAME_STEP`` mode each is reset, and its reset observation and info, with
+        the terminal ``final_obs`` and ``final_info``, are written into ``obs`` and ``infos``;
+        every one is reset even when one raises (the first error is raised after)."""
         mode = self.mode
-        if mode is AutoresetMode.SAME_STEP:
+        if mode is not AutoresetMode.SAME_STEP:
+            (self.autoreset_next if mode is AutoresetMode.NEXT_STEP else self.must_reset).update(
+                ended
+            )
+            return
+        resets = self.resets
+        error: BaseException | None = None
+        for j in ended:
             try:
-                obs, info = self.resets[j]()
-            except BaseException:
-                self.must_reset.add(j)
-                raise
-            return obs, result[1], result[2], result[3], final_info(info, result)
-        (self.autoreset_next if mode is AutoresetMode.NEXT_STEP else self.must_reset).add(j)
-        return result
+                obs[j], info = resets[j]()
+            except BaseException as e:
+                self.must_reset.add(j)  # its episode ended and it was not reset
+                error = error or e
+                continue
+            infos[j] = {**info, "final_obs": done[j][0], "final_info": done[j][4]}
+        if error is not None:
+            raise error
 
-    def _restart(self, j: int, reset: tuple[Any, dict[str, Any]]) -> StepTuple:
-        """The step of a ``NEXT_STEP`` env that was reset instead."""
-        return reset[0], 0.0, False, False, reset[1]
+    def _finish(self, j: int, result: StepTuple) -> StepTuple:
+        """:meth:`_finish_all` for one env's step ``result`` that ended its episode."""
+        if self.mode is not AutoresetMode.SAME_STEP:
+            self._finish_all((j,), (), {}, {})
+            return result
+        obs: dict[int, Any] = {}
+        infos: dict[int, dict[str, Any]] = {}
+        self._finish_all((j,), {j: result}, obs, infos)
+        return obs[j], result[1], result[2], result[3], infos[j]
 
     def step_one(self, j: int, action: Any) -> StepTuple:
         """Step env ``j`` (autoreset applied)."""
         if (self.must_reset or self.autoreset_next) and self._held(j):
-            return self._restart(j, self.reset_one(j, None, None))
+            return _instead(self.reset_one(j, None, None))
         result = self.steps[j](action)
         return self._finish(j, result) if result[2] or result[3] else result
 
     async def astep_one(self, j: int, action: Any) -> StepTuple:
         """Async :meth:`step_one` (the env's ``astep`` and ``areset``)."""
         if (self.must_reset or self.autoreset_next) and self._held(j):
-            return self._restart(j, await self.areset_one(j, None, None))
+            return _instead(await self.areset_one(j, None, None))
         result = await self.envs[j].astep(action)
         if not (result[2] or result[3]):
             return result
@@ -281,7 +304,7 @@ class EnvGroup:
         try:
             obs, info = await self.envs[j].areset()
         except BaseException:
-            self.must_reset.add(j)
+            self.must_reset.add(j)  # its episode ended and it was not reset
             raise
         return obs, result[1], result[2], result[3], final_info(info, result)
 
@@ -315,24 +338,6 @@ class EnvGroup:
             self._finish_all(ended_envs, done, obs_l, infos_l)
         return obs_l, rewards, terminated, truncated, infos_l, any_term, any_trunc
 
-    def _finish_all(
-        self,
-        ended: Iterable[int],
-        done: Sequence[StepTuple],
-        obs: list[Any],
-        infos: list[dict[str, Any]],
-    ) -> None:
-        """:meth:`_finish` each ended env of a batch (all of them, even when one raises: the
-        first error is raised after), writing its observation and info into ``obs``/``infos``."""
-        error: BaseException | None = None
-        for j in ended:
-            try:
-                obs[j], _, _, _, infos[j] = self._finish(j, done[j])
-            except BaseException as e:
-                error = error or e
-        if error is not None:
-            raise error
-
     # -- the rest ----------------------------------------------------------------------------------
     def call(self, request: tuple[str, tuple[Any, ...]]) -> list[Any]:
         """Call method ``name`` with ``args`` (``request = (name, args)``) on every env."""
@@ -352,9 +357,14 @@ class EnvGroup:
             raise error
 
 
+def _instead(reset: tuple[Any, dict[str, Any]]) -> StepTuple:
+    """The step of a ``NEXT_STEP`` env that was reset instead."""
+    return reset[0], 0.0, False, False, reset[1]
+
+
 def final_info(reset_info: dict[str, Any], result: StepTuple) -> dict[str, Any]:
     """The info of a ``SAME_STEP`` autoreset: the reset's info plus the terminal ``final_obs`` and
-    ``final_info`` of the step ``result``."""
+    ``final_info`` of the step ``result`` (:meth:`EnvGroup._finish_all` builds it inline)."""
     return {**reset_info, "final_obs": result[0], "final_info": result[4]}
 
 

@@ -278,17 +278,25 @@ class HostedVectorEnv(VectorEnv, Generic[H]):
             return super().step(actions)  # partial steps, owed reports, checks and errors
         # the hot path: one "columns" command per host with its block of actions; each answer
         # is the columns of the host's block (fewer objects to pickle than one tuple per env)
-        post, answer = self._post, self._answer
+        # (_post and _answer, inlined: this is the hot path)
+        send, recv = self._send, self._recv
         for host in hosts:
             host.lock.acquire()
         try:
-            sent = [(host, post(host, "columns", actions[host.lo : host.hi])) for host in hosts]
+            sent: list[Any] = []
+            for host in hosts:
+                try:
+                    sent.append(send(host, "columns", actions[host.lo : host.hi]))
+                except HostLost as e:
+                    sent.append(e)
             deadline = self._deadline()
             parts: list[Columns] = []
             error: BaseException | None = None
-            for host, ticket in sent:
+            for host, ticket in zip(hosts, sent, strict=True):
                 try:
-                    parts.append(answer(host, ticket, deadline, "stepping"))
+                    if isinstance(ticket, HostLost):
+                        raise ticket
+                    parts.append(recv(host, ticket, deadline, "stepping"))
                 except HostLost as e:
                     todo = [(j, j, None) for j in range(host.hi - host.lo)]
                     parts.append(to_columns(self._lost(host, todo, str(e))))
