@@ -127,15 +127,19 @@ def test_next_step_resets_on_the_following_step(backend: str) -> None:
 def test_disabled_mode_needs_explicit_reset(backend: str) -> None:
     ids = ["bench:CpuBound-v0"] * 2
     kw = [{"episode_length": 1, "work_iters": 1}, {"episode_length": 5, "work_iters": 1}]
-    with make_vector_env(ids, kw, backend=backend, autoreset_mode="Disabled") as venv:
+    opts: dict[str, Any] = {"num_workers": 1} if backend == "process" else {}
+    with make_vector_env(ids, kw, backend=backend, autoreset_mode="Disabled", **opts) as venv:
         venv.reset(seed=3)
         _, _, te, _, _ = venv.step(["a", "a"])
         assert te.tolist() == [True, False]
         with pytest.raises(ResetNeeded):
             venv.step({0: "a"})
+        with pytest.raises(ResetNeeded, match="env 0"):
+            venv.step(["a", "a"])  # refused before env 1 (of the same worker) is stepped
         obs, _ = venv.reset(options={"reset_mask": np.array([True, False])})
         assert len(obs) == 1 and obs[0].startswith("start ")
-        assert venv.step({0: "a", 1: "a"})[0][0].startswith("step 1")
+        obs = venv.step({0: "a", 1: "a"})[0]
+        assert obs[0].startswith("step 1") and obs[1].startswith("step 2")
 
 
 def test_partial_step_returns_results_in_the_given_order() -> None:
