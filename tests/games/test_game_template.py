@@ -25,11 +25,12 @@ def _game(env_id: str, **kwargs: Any) -> GameEnv[Any]:
     return env
 
 
-def test_every_game_uses_the_template_step() -> None:
+def test_every_game_uses_the_template_reset_and_step() -> None:
     assert len({i.split("-v0")[0] for i in GAME_IDS}) == 12
     for env_id in GAME_IDS:
         env = _game(env_id)
         assert type(env).step is GameEnv.step, env_id
+        assert type(env).reset is GameEnv.reset, env_id
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)
@@ -104,6 +105,9 @@ class _Count(GameEnv[int]):
     def __init__(self, max_turns: int = 2) -> None:
         self.max_turns = max_turns
 
+    def start_episode(self) -> str:
+        return "Say 3."
+
     def parse_move(self, action: str) -> int | None:
         found = re.findall(r"\\boxed\{(\d+)\}", action)
         return int(found[-1]) if found else None
@@ -121,7 +125,8 @@ class _Count(GameEnv[int]):
 
 def test_the_template_hooks() -> None:
     env = _Count()
-    env.reset(seed=0)
+    env.turn_count = 5
+    assert env.reset(seed=0) == ("Say 3.", {"suffix": ""}) and env.turn_count == 0
     assert env.step("\\boxed{1}") == ("turn 1: not 1", 0.1, False, False, {"suffix": "", "turn": 1})
     last = env.step("\\boxed{2}")  # the turn limit: truncated only, with the hook's credit
     assert last == (

@@ -217,8 +217,10 @@ TURN_LIMIT_TEXT = "You have reached the maximum number of turns."
 class GameEnv(Env[str, str], Generic[MoveT]):
     """Base class of the text games: the episode structure, written once.
 
-    :meth:`step` is a template; a game implements two hooks and may override a third:
+    :meth:`reset` and :meth:`step` are templates; a game implements three hooks and may
+    override a fourth:
 
+    * :meth:`start_episode` sets up a new game after the reseed and returns its rules;
     * :meth:`parse_move` turns the model's text into a move (``None``: no parsable move, a
       format error: reward :data:`FORMAT_ERROR_REWARD`, ``terminated``);
     * :meth:`play_move` applies a move at turn :attr:`turn_count` and returns ``(observation,
@@ -253,7 +255,19 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         """Whether each episode draws its own size (the config's ``is_random``)."""
         return self.config.is_random
 
-    # -- the template --------------------------------------------------------------------------
+    # -- the templates -------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Reseed (``seed``), restart the turn count and the game (:meth:`start_episode`).
+
+        Returns the rules and ``{"suffix": ...}`` (the first board or prompt); games take no
+        ``options``.
+        """
+        super().reset(seed=seed)
+        self.turn_count = 0
+        return self.start_episode(), {"suffix": self.get_task_suffix()}
+
     def step(self, action: str) -> Step:
         if not isinstance(action, str):
             raise TypeError(
@@ -273,6 +287,10 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         return obs, reward, False, False, self._info()
 
     # -- the hooks -----------------------------------------------------------------------------
+    def start_episode(self) -> str:
+        """Set up a new game (drawing from :attr:`rng`) and return its rules."""
+        raise NotImplementedError(f"{type(self).__name__} must implement start_episode()")
+
     def parse_move(self, action: str) -> MoveT | None:
         """The move in the model's reply ``action``, or ``None`` (a format error)."""
         raise NotImplementedError(f"{type(self).__name__} must implement parse_move()")

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
@@ -117,7 +116,6 @@ class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
         self.clues: dict[str, str] = {}
         self.total_letter_cells = 0
         self.empty_cells = 0
-        self.turn_count = 0
 
     @property
     def hardcore(self) -> bool:
@@ -153,10 +151,7 @@ class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
             "Enter your guess."
         )
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         rng = self.rng
         if self.is_random:
             self._drawn_hardcore = rng.random() < 0.5
@@ -171,8 +166,7 @@ class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
         self.placed_words = placed
         self.clues = {w: clues[w] for w in placed}
         self.total_letter_cells = self.empty_cells = sum(ch != "." for row in grid for ch in row)
-        self.turn_count = 0
-        return self._get_instructions(), {"suffix": self.get_task_suffix()}
+        return self._get_instructions()
 
     def parse_move(self, action: str) -> tuple[int, int, str] | None:
         match = last_boxed_match(action, _MOVE_RE)

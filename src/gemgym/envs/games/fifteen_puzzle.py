@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     DIRECTIONS,
@@ -177,7 +176,6 @@ class FifteenPuzzleEnv(GameEnv[str]):
         self.num_rows = num_rows if num_rows is not None else 2
         self.max_turns = max_turns if max_turns is not None else 10
         self.board: Board = _goal(self.num_rows)
-        self.turn_count = 0
         self._suffix = ""
         self._plan: list[str] = []
         self._plan_board: Board | None = None
@@ -218,10 +216,7 @@ class FifteenPuzzleEnv(GameEnv[str]):
         return self._suffix
 
     # -- episode -------------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         if self.is_random:
             self.num_rows, self.max_turns = self.rng.choice(_RANDOM_PRESETS)
         n = self.num_rows
@@ -236,10 +231,9 @@ class FifteenPuzzleEnv(GameEnv[str]):
             if tuple(tiles) != goal:
                 break
         self.board = tuple(tiles)
-        self.turn_count = 0
         self._plan, self._plan_board = [], None
         self._suffix = self._render()
-        return self._get_instructions(), {"suffix": self._suffix}
+        return self._get_instructions()
 
     def _soft_reward(self) -> float:
         goal = _goal(self.num_rows)

@@ -33,7 +33,6 @@ import math
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from gemgym.envs.games._common import (
     DIRECTIONS,
@@ -133,7 +132,6 @@ class Game2048Env(GameEnv[str]):
         self.target_tile = target_tile if target_tile is not None else 16
         self.max_turns = max_turns if max_turns is not None else 20
         self.board: Board = (0,) * (board_size * board_size)
-        self.turn_count = 0
         self.max_tile_achieved = 0
         self.init_max_tile = 0
         self._suffix = ""
@@ -181,19 +179,15 @@ class Game2048Env(GameEnv[str]):
         new[i] = 2 if rng.random() < 0.9 else 4
         return tuple(new)
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         if self.is_random:
             self.target_tile, self.max_turns = self.rng.choice(_RANDOM_PRESETS)
         self.board = self._spawn(self._spawn((0,) * (self.board_size * self.board_size)))
         # random actions draw from their own stream, so sampling does not change the spawns
         self._action_rng = random.Random(self.rng.getrandbits(64))
-        self.turn_count = 0
         self.max_tile_achieved = self.init_max_tile = max(self.board)
         self._suffix = self._render()
-        return self._get_instructions(), {"suffix": self._suffix}
+        return self._get_instructions()
 
     def _progress_reward(self) -> float:
         current = min(max(self.board), self.target_tile)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
@@ -93,7 +92,6 @@ class GuessTheNumberEnv(GameEnv[int]):
         self._instructions = ""
         self._instructions_key: tuple[int, int, int] | None = None
         self.game_number = 0
-        self.turn_count = 0
         self.previous_guesses: set[int] = set()
         self.low = self.min_number
         self.high = self.max_number
@@ -123,10 +121,7 @@ class GuessTheNumberEnv(GameEnv[int]):
     def get_task_suffix(self) -> str:
         return _SUFFIX
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         rng = self.rng
         if self.is_random:
             self.min_number = rng.randint(1, 10)
@@ -134,11 +129,10 @@ class GuessTheNumberEnv(GameEnv[int]):
             self.max_turns = math.ceil(math.sqrt(self.max_number - self.min_number)) + 1
         self.game_number = rng.randint(self.min_number, self.max_number)
         self.previous_guesses = set()
-        self.turn_count = 0
         self.low, self.high = self.min_number, self.max_number
         self.last_guess = None
         self._last_guess_new = False
-        return self._get_instructions(), {"suffix": _SUFFIX}
+        return self._get_instructions()
 
     def parse_move(self, action: str) -> int | None:
         found = _GUESS_RE.findall(action)

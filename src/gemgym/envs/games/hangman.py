@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
@@ -109,7 +108,6 @@ class HangmanEnv(GameEnv[str]):
         self.board: list[str] = []
         self.guessed_letters: set[str] = set()
         self.wrong_words: set[str] = set()
-        self.turn_count = 0
 
     @property
     def hardcore(self) -> bool:
@@ -148,10 +146,7 @@ class HangmanEnv(GameEnv[str]):
             "Enter your guess."
         )
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         rng = self.rng
         if self.config.word_length is None:
             self.word_length = rng.randint(*_RANDOM_LENGTHS[self.hardcore])
@@ -162,8 +157,7 @@ class HangmanEnv(GameEnv[str]):
         self.board = ["_"] * self.word_length
         self.guessed_letters = set()
         self.wrong_words = set()
-        self.turn_count = 0
-        return self._get_instructions(), {"suffix": self.get_task_suffix()}
+        return self._get_instructions()
 
     def parse_move(self, action: str) -> str | None:
         match = last_boxed_match(action, _GUESS_RE)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
@@ -156,7 +156,6 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
         self.num_numbers = num_numbers if num_numbers is not None else 6
         self.max_turns = max_turns if max_turns is not None else 10 * (self.code_length - 1)
         self.game_code: tuple[int, ...] = ()
-        self.turn_count = 0
         self.milestone = 0
         self.previous_guesses: set[tuple[int, ...]] = set()
         self.history: list[tuple[tuple[int, ...], int, int]] = []
@@ -187,10 +186,7 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
     def get_task_suffix(self) -> str:
         return _SUFFIX
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         rng = self.rng
         if self.is_random:
             self.code_length = rng.randint(2, 6)
@@ -202,11 +198,10 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
             self.game_code = tuple(rng.choices(digits, k=self.code_length))
         else:
             self.game_code = tuple(rng.sample(digits, self.code_length))
-        self.turn_count = 0
         self.milestone = 0
         self.previous_guesses = set()
         self.history = []
-        return self._get_instructions(), {"suffix": _SUFFIX}
+        return self._get_instructions()
 
     def parse_move(self, action: str) -> tuple[int, ...] | None:
         match = last_boxed_match(action, _GUESS_RE)

@@ -37,7 +37,6 @@ import random
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     FAIL_REWARD,
@@ -131,7 +130,6 @@ class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
         self.cols = cols if cols is not None else 5
         self.num_mines = num_mines if num_mines is not None else 5
         self.max_turns = max_turns if max_turns is not None else 25
-        self.turn_count = 0
         self.grid: list[int] = []
         self.revealed: list[bool] = []
         self.flags: list[bool] = []
@@ -190,10 +188,7 @@ class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
         return self._board
 
     # -- episode -------------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         if self.is_random:
             n = self.rng.randint(5, 8)
             self.rows = self.cols = n
@@ -210,10 +205,9 @@ class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
         # much of the random stream sample_random_action() used in between.
         self.layout_seed = self.rng.getrandbits(64)
         self.safe_left = size - self.num_mines
-        self.turn_count = 0
         if not self._board:
             self._board = _BLANK[(self.rows, self.cols)] = self.get_task_suffix()
-        return self._get_instructions(), {"suffix": self._board}
+        return self._get_instructions()
 
     def _place_mines(self, safe: int) -> None:
         """Place the mines outside the 3×3 zone around ``safe`` (or just off ``safe``)."""

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     DIRECTIONS,
@@ -107,7 +106,6 @@ class SokobanEnv(GameEnv[str]):
         self.dim_room = dim_room if dim_room is not None else (6, 6)
         self.max_turns = max_turns if max_turns is not None else 20
         self.num_boxes = num_boxes if num_boxes is not None else 2
-        self.turn_count = 0
         self.walls: frozenset[int] = frozenset()
         self.targets: frozenset[int] = frozenset()
         self.boxes: frozenset[int] = frozenset()
@@ -252,17 +250,13 @@ class SokobanEnv(GameEnv[str]):
         return self._suffix
 
     # -- episode -------------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         if self.is_random:
             self.dim_room, self.num_boxes, self.max_turns = self.rng.choice(_RANDOM_PRESETS)
         self._generate()
-        self.turn_count = 0
         self._plan, self._plan_state = [], None
         self._suffix = self._render()
-        return self._get_instructions(), {"suffix": self._suffix}
+        return self._get_instructions()
 
     def parse_move(self, action: str) -> str | None:
         return parse_direction(action)

@@ -37,7 +37,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
@@ -199,7 +198,6 @@ class SudokuEnv(GameEnv[tuple[int, int, int]]):
         self.clues = clues if clues is not None else 6
         self.max_turns = max_turns if max_turns is not None else 15
         self.scale = scale if scale is not None else 4
-        self.turn_count = 0
         self.solution: list[int] = []
         self.board: list[int] = []
         self.init_num_empty = 0
@@ -317,18 +315,14 @@ class SudokuEnv(GameEnv[tuple[int, int, int]]):
         return self._suffix
 
     # -- episode -------------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         if self.is_random:
             self.scale, self.clues, self.max_turns = self.rng.choice(_RANDOM_PRESETS)
         self.solution = self._solved_grid()
         self.board = self._remove_cells(self.solution)
         self.init_num_empty = self.board.count(0)
-        self.turn_count = 0
         self._suffix = self._render()
-        return self._get_instructions(), {"suffix": self._suffix}
+        return self._get_instructions()
 
     def _conflicts(self, i: int, digit: int) -> bool:
         s = self.scale

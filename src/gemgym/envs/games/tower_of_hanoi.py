@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
@@ -77,7 +76,6 @@ class TowerofHanoiEnv(GameEnv[tuple[int, int]]):
         self.config = TowerofHanoiConfig(num_disks, max_turns)
         self.num_disks = num_disks if num_disks is not None else 3
         self.max_turns = max_turns if max_turns is not None else 10
-        self.turn_count = 0
         self.towers: list[list[int]] = [[], [], []]
         self._suffix = ""
 
@@ -102,16 +100,12 @@ class TowerofHanoiEnv(GameEnv[tuple[int, int]]):
         return self._suffix
 
     # -- episode -------------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         if self.is_random:
             self.num_disks, self.max_turns = self.rng.choice(_RANDOM_PRESETS)
         self.towers = [list(range(self.num_disks, 0, -1)), [], []]
-        self.turn_count = 0
         self._suffix = self._render()
-        return self._get_instructions(), {"suffix": self._suffix}
+        return self._get_instructions()
 
     def parse_move(self, action: str) -> tuple[int, int] | None:
         move = last_match(action, _MOVE_RE)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     INTERNAL_STEP_REWARD,
@@ -201,7 +200,6 @@ class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
         self.found_words: list[str] = []
         self.highlighted: set[tuple[int, int]] = set()
         self.attempts: set[tuple[int, int, int, int]] = set()
-        self.turn_count = 0
 
     @property
     def hardcore(self) -> bool:
@@ -234,10 +232,7 @@ class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
             "Enter your guess."
         )
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         rng = self.rng
         if self.is_random:
             self._drawn_hardcore = rng.random() < 0.5
@@ -255,8 +250,7 @@ class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
         self.found_words = []
         self.highlighted = set()
         self.attempts = set()
-        self.turn_count = 0
-        return self._get_instructions(), {"suffix": self.get_task_suffix()}
+        return self._get_instructions()
 
     def _word_at(self, r1: int, c1: int, r2: int, c2: int) -> str | None:
         ends = {(r1, c1), (r2, c2)}

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
@@ -131,7 +130,6 @@ class WordleEnv(GameEnv[str]):
         self.word_length = word_length if word_length is not None else 5
         self.max_turns = max_turns if max_turns is not None else 5 * self.word_length
         self.secret_word = ""
-        self.turn_count = 0
         self.previous_guesses: set[str] = set()
         self.history: list[tuple[str, str]] = []
         self.greens: list[bool] = []
@@ -169,10 +167,7 @@ class WordleEnv(GameEnv[str]):
     def get_task_suffix(self) -> str:
         return _SUFFIX
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
+    def start_episode(self) -> str:
         rng = self.rng
         config = self.config
         if config.word_length is None:
@@ -184,9 +179,8 @@ class WordleEnv(GameEnv[str]):
         self.previous_guesses = set()
         self.history = []
         self.greens = [False] * self.word_length
-        self.turn_count = 0
         self._expert_cache = (0, pool)
-        return self._get_instructions(), {"suffix": _SUFFIX}
+        return self._get_instructions()
 
     def parse_move(self, action: str) -> str | None:
         match = last_boxed_match(action, _GUESS_RE)
