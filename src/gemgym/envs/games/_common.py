@@ -269,6 +269,7 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         return self.start_episode(), {"suffix": self.get_task_suffix()}
 
     def step(self, action: str) -> Step:
+        """Play one turn: count it, parse the move, play it, then apply the turn limit."""
         if not isinstance(action, str):
             raise TypeError(
                 f"{type(self).__name__}.step() takes the model's reply as a str, got "
