@@ -8,6 +8,8 @@ from typing import Any
 from gemgym.core import ActT, Env, ObsT, StepResult, Wrapper
 from gemgym.errors import ConfigError, ResetNeeded
 
+_NEEDS_RESET = "call reset() before step(): the env has not been reset or its episode has ended"
+
 __all__ = ["EpisodeStatistics", "OrderEnforcing", "TimeLimit"]
 
 
@@ -58,14 +60,20 @@ class OrderEnforcing(Wrapper[ObsT, ActT, ObsT, ActT]):
         super().__init__(env)
         self._needs_reset = True
 
-    def before_step(self, action: ActT) -> ActT:
+    # The layer every made env has: step and astep are written out rather than composed from
+    # the hooks, to keep it to one Python call per step.
+    def step(self, action: ActT) -> StepResult[ObsT]:
         if self._needs_reset:
-            raise ResetNeeded(
-                "call reset() before step(): the env has not been reset or its episode has ended"
-            )
-        return action
+            raise ResetNeeded(_NEEDS_RESET)
+        result = self.env.step(action)
+        if result[2] or result[3]:
+            self._needs_reset = True
+        return result
 
-    def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[ObsT]:
+    async def astep(self, action: ActT) -> StepResult[ObsT]:
+        if self._needs_reset:
+            raise ResetNeeded(_NEEDS_RESET)
+        result = await self.env.astep(action)
         if result[2] or result[3]:
             self._needs_reset = True
         return result

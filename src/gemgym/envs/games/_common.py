@@ -280,12 +280,16 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         if move is None:
             return self._format_error(self.format_error_detail)
         obs, reward, outcome = self.play_move(move)
+        info: dict[str, Any] = {"suffix": self.get_task_suffix(), "turn": self.turn_count}
         if outcome is not None:
-            return obs, reward, True, False, self._info(success=outcome)
+            info["success"] = outcome
+            return obs, reward, True, False, info
         if self.turn_count >= self.max_turns:
             obs, reward = self.turn_limit(obs, reward)
-            return obs, reward, False, True, self._info(success=False)
-        return obs, reward, False, False, self._info()
+            info["suffix"] = self.get_task_suffix()  # the turn limit may change the board
+            info["success"] = False
+            return obs, reward, False, True, info
+        return obs, reward, False, False, info
 
     # -- the hooks -----------------------------------------------------------------------------
     def start_episode(self) -> str:
