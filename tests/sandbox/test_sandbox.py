@@ -238,3 +238,30 @@ def test_a_worker_that_cannot_be_verified_clean_is_retired(monkeypatch: pytest.M
         assert sb.retired == 1
         after = sb.run("import os\nprint(sorted(os.listdir('/tmp/work')))")
         assert after.ok and after.stdout == "[]\n" and after.notes == ()
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("returned", "check", "passes"),
+    [
+        ("1", "assert f() == True", False),  # a bool is expected: 1 is not one
+        ("True", "assert f() == 1", False),
+        ("(1, 2)", "assert f() == [1, 2]", False),
+        ("[True, 0]", "assert f() == [1, 0]", False),
+        ("{'a': 1}", "assert f() == {'a': True}", False),
+        ("2", "assert f() != 2.0", False),
+        ("2", "assert f() == 2.0", True),  # numbers compare by value, as in Python
+        ("[1, (2, 'x')]", "assert f() == [1, (2, 'x')]\nassert f() != [1, [2, 'x']]", True),
+        (
+            "1",
+            "x = f()\nif x == True:\n    raise AssertionError('outside asserts == is Python')",
+            False,
+        ),
+    ],
+)
+def test_asserts_compare_types_too(returned: str, check: str, passes: bool) -> None:
+    """``==`` and ``!=`` in the tests' asserts are type-aware (bool is not int, tuple is not
+    list); elsewhere the test code keeps Python's own equality."""
+    with PoolSandbox(Limits(timeout=5), size=1) as sb:
+        r = sb.run(f"def f():\n    return {returned}\n", check=check)
+    assert r.check_passed is passes, r

@@ -46,6 +46,7 @@ if "pump" not in globals():  # on the host; inside the sandbox _wire's text come
     from gemgym.sandbox._wire import (
         ACK,
         KILL_TIMEOUT,
+        MAX_DEPTH,
         decode_value,
         encode_value,
         pump,
@@ -198,6 +199,58 @@ class ProgramError(Exception):
     """The program raised an exception that is not one of Python's built-in ones."""
 
 
+def strict_equal(a: Any, b: Any, depth: int = 0) -> bool:
+    """Equality of plain values that also compares their types, as the tests' asserts use it.
+
+    A ``bool`` equals only a ``bool`` (``True == 1`` is false here), a list only a list and a
+    tuple only a tuple, element by element; ``int`` and ``float`` compare by value, as in
+    Python. Anything else compares with ``==``.
+    """
+    ta, tb = type(a), type(b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    if depth < MAX_DEPTH:
+        if ta is list or ta is tuple:
+            return (
+                ta is tb
+                and len(a) == len(b)
+                and all(strict_equal(x, y, depth + 1) for x, y in zip(a, b, strict=True))
+            )
+        if ta is dict:
+            return (
+                tb is dict
+                and len(a) == len(b)
+                and all(k in b and strict_equal(v, b[k], depth + 1) for k, v in a.items())
+            )
+    return bool(a == b)
+
+
+def _strict_asserts(source: str) -> Any:
+    """``source`` compiled with every ``==``/``!=`` inside an ``assert`` made
+    :func:`strict_equal` (called as ``__strict_equal__``)."""
+    import ast
+
+    class Strict(ast.NodeTransformer):
+        def visit_Assert(self, node: ast.Assert) -> ast.AST:
+            node.test = Compare().visit(node.test)
+            return node
+
+    class Compare(ast.NodeTransformer):
+        def visit_Compare(self, node: ast.Compare) -> ast.AST:
+            self.generic_visit(node)
+            if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Eq | ast.NotEq):
+                return node
+            call = ast.Call(
+                ast.Name("__strict_equal__", ast.Load()), [node.left, node.comparators[0]], []
+            )
+            if isinstance(node.ops[0], ast.NotEq):
+                return ast.UnaryOp(ast.Not(), call)
+            return call
+
+    tree = Strict().visit(ast.parse(source, "<check>"))
+    return compile(ast.fix_missing_locations(tree), "<check>", "exec")
+
+
 def run_check(
     spec: dict[str, Any], call_in: int, call_out: int, verdict_fd: int, tests_fd: int
 ) -> NoReturn:
@@ -302,7 +355,8 @@ def run_check(
         for name, data in names.items():
             if type(name) is str and name not in trusted and (not entry or name == entry):
                 namespace[name] = decode_value(data, remote)
-        exec(compile(check, "<check>", "exec"), namespace)
+        namespace["__strict_equal__"] = strict_equal
+        exec(_strict_asserts(check), namespace)
         verdict["passed"] = True
     except BaseException as e:
         _print_exc(e)
