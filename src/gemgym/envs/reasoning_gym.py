@@ -25,11 +25,12 @@ options       ``reset(options={"index": i})`` serves item ``i`` (``-size <= i < 
 ``rg:composite`` needs a configuration naming the tasks to mix; by default it mixes
 ``basic_arithmetic`` and ``chain_sum`` equally; pass ``config={"datasets": [...]}`` to choose.
 
-Differences from upstream GEM: ``import gemgym`` does not import reasoning_gym (GEM's import took
-1.5 s for it); items are visited in a per-env seeded order (``reset(seed=)``) with each epoch
-reshuffled, instead of GEM's global-RNG draws: the order of every dataset env
-(:class:`~gemgym.envs._dataset.DatasetEnv`, of which this is one); ``terminated=True,
-truncated=False``. A non-``str`` action raises ``TypeError`` (GEM scored ``str(action)``).
+Differences from upstream GEM: ``import gemgym`` does not import reasoning_gym (GEM's import
+spends a noticeable time on it; measured figures: docs/benchmarks.md); items are visited in a
+per-env seeded order (``reset(seed=)``) with each epoch reshuffled, instead of GEM's global-RNG
+draws: the order of every dataset env (:class:`~gemgym.envs._dataset.DatasetEnv`, of which
+this is one); ``terminated=True, truncated=False``. A non-``str`` action raises ``TypeError``
+(GEM scored ``str(action)``).
 """
 
 from __future__ import annotations

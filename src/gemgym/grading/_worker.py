@@ -54,7 +54,8 @@ def _serve(conn: socket.socket) -> None:
 def main(ctrl_fd: int) -> None:
     """Run the template process on the control socket ``ctrl_fd``."""
     logging.disable(logging.CRITICAL)  # math-verify warns on every call with timeouts disabled
-    # Its grammars and sympy paths compile lazily (~1 s): pay that once, here.
+    # Its grammars and sympy paths compile lazily (measured figures: docs/benchmarks.md): pay
+    # that once, here.
     for gold, pred in _WARM_UP:
         _verify(gold, pred)
     ctrl = socket.socket(fileno=ctrl_fd)

@@ -7,8 +7,8 @@ Two kinds, with one interface (``send(bytes)``, ``recv(timeout) -> bytes | None`
   before it sleeps on it (:class:`BusyWait`).
 * :class:`SharedMemoryChannel`: messages go through a shared memory file, one region per
   direction, each with a sequence number that the waiting side polls. No system call sits on the
-  path of a message: a pipe round trip costs ~12 µs on a 2-core virtual machine, as much as a
-  batch of eight µs-cheap game steps. The pipe is still there, for three things: waking a side
+  path of a message: a pipe round trip can cost as much as a batch of eight µs-cheap game steps
+  (measured figures: docs/benchmarks.md). The pipe is still there, for three things: waking a side
   that stopped polling and sleeps on it, messages larger than a region, and noticing that the
   other side died (its end of the pipe closes).
 

@@ -169,17 +169,17 @@ class ProcessVectorEnv(HostedVectorEnv[_Worker]):
             (unsafe once the parent has threads).
         start_timeout: seconds to wait for a worker to build its envs.
         busy_poll: seconds a waiting side polls its pipe before it sleeps (default 1 ms; 0
-            never polls). Waking a sleeping process costs tens of µs on a virtual machine, as
-            much as a batch of a cheap game: with polling, N = 64 GuessTheNumber steps went
-            from 0.6x to 0.8x ``sync``'s speed (docs/benchmarks.md). Polling yields the core
+            never polls). Waking a sleeping process can cost as much as a batch of a cheap
+            game, so polling brings a cheap game's ``process`` steps closer to ``sync``'s speed
+            (measured figures: docs/benchmarks.md). Polling yields the core
             between polls and stops after a wait longer than ``busy_poll`` (slow envs, or a
             parent busy generating), so it costs nothing where it cannot help.
         shared_memory: pass messages through shared memory instead of the pipe (``None``, the
             default: where it is safe, Linux on x86). The waiting side then polls a sequence
             number in memory, with no system call in a message's way; the pipe still wakes a
             side that sleeps, carries messages over 256 KiB and reports a dead worker. A round
-            trip took 3.9 µs instead of 22.7 µs, and N = 64 GuessTheNumber steps went from
-            0.68x to 0.79-0.89x ``sync``'s speed (docs/benchmarks.md).
+            trip is several times faster than through the pipe, and a cheap game's steps come
+            closer to ``sync``'s speed (measured figures: docs/benchmarks.md).
 
     Attributes:
         restarts: how many times a worker was restarted.

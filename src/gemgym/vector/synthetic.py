@@ -5,8 +5,8 @@ unless you do):
 
 ============================  ======================================================================
 ``bench:CpuBound-v0``         every step does a fixed amount of pure-Python arithmetic
-                              (``work_iters=1200`` loop iterations, about 200 µs on one core of the
-                              reference machine; ``benchmarks/vector.py`` prints the measured cost)
+                              (``work_iters=1200`` loop iterations; ``benchmarks/vector.py`` prints
+                              the measured cost; measured figures: docs/benchmarks.md)
 ``bench:Sleep-v0``            every step waits ``sleep_s=0.02`` s (``time.sleep`` in ``step``,
                               ``asyncio.sleep`` in ``astep``): an env bound by I/O
 ============================  ======================================================================

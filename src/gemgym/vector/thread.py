@@ -80,7 +80,8 @@ class ThreadVectorEnv(VectorEnv):
         self._init_common(recipes, autoreset_mode)
         workers = max(1, max_workers if max_workers is not None else min(self.num_envs, 512))
         # Batches go through a queue served by plain threads with one countdown per batch (a
-        # future per env, as with ThreadPoolExecutor, costs a third of a 20 ms step at N=256).
+        # future per env, as with ThreadPoolExecutor, costs a sizeable share of a step at large N;
+        # measured figures: docs/benchmarks.md).
         self._queue: SimpleQueue[Any] = SimpleQueue()
         self._threads = [
             threading.Thread(

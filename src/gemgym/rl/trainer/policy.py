@@ -395,7 +395,7 @@ class LMPolicy:
                 logits = logits[:, :limit]
             if self.greedy:
                 tok = logits.argmax(-1)
-            else:  # inverse-CDF sampling (torch.multinomial is several times slower on CPU)
+            else:  # inverse-CDF sampling (faster than torch.multinomial on CPU; docs/benchmarks.md)
                 scaled = logits.float()
                 if self.min_p > 0:  # rule out tokens far less likely than the best one
                     cut = scaled.max(-1, keepdim=True).values + math.log(self.min_p)
