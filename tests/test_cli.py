@@ -7,8 +7,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+import gemgym.experience as experience
+from gemgym.agents import OracleAgent
 
 
 def gemgym(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -172,3 +176,31 @@ def test_run_names_an_output_path_with_brackets(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert path.exists()
     assert f"wrote 1 episodes to {path}" in out.stderr
+
+
+def test_run_writes_its_traces_through_write_jsonl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gemgym run --out`` has no writer of its own: the file is what ``write_jsonl`` writes."""
+    import argparse
+
+    from gemgym.cli import run as run_cmd
+
+    calls: list[object] = []
+    real = experience.write_jsonl
+
+    def spy(episodes: Any, path: Any) -> int:
+        calls.append(path)
+        return real(episodes, path)
+
+    monkeypatch.setattr(experience, "write_jsonl", spy)
+    parser = argparse.ArgumentParser()
+    run_cmd.add_arguments(parser)
+    path = tmp_path / "t.jsonl"
+    args = ["game:GuessTheNumber-v0-easy", "--episodes", "3", "--seed", "1", "--out", str(path)]
+    assert run_cmd.run(parser.parse_args([*args, "--quiet"])) == 0
+    assert calls[0] == str(path)  # (write_jsonl then writes to the file it opened)
+    expected = list(
+        experience.rollout("game:GuessTheNumber-v0-easy", OracleAgent(), episodes=3, seed=1)
+    )
+    assert [e.to_dict() for e in experience.read_jsonl(path)] == [e.to_dict() for e in expected]

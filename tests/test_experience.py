@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import gemgym
 from gemgym import Image, MultimodalObservation
-from gemgym.agents import OracleAgent, RandomAgent
+from gemgym.agents import BaseAgent, FunctionAgent, OracleAgent, RandomAgent
 from gemgym.errors import ConfigError
 from gemgym.experience import Episode, Transition, read_jsonl, rollout, summarize, write_jsonl
+from gemgym.rl.collector import Collector
+from gemgym.vector import VectorEnv
 
 
 def test_rollout_is_reproducible_and_independent_of_batch_size() -> None:
@@ -83,3 +87,65 @@ def test_read_jsonl_rejects_other_files(tmp_path: Path) -> None:
     path.write_text('{"hello": 1}\n')
     with pytest.raises(ConfigError, match=r"bad\.jsonl:1"):
         list(read_jsonl(path))
+
+
+def _sorted(episodes: Iterable[Episode]) -> list[dict[str, Any]]:
+    return [e.to_dict() for e in sorted(episodes, key=lambda e: e.index)]
+
+
+@pytest.mark.parametrize("backend", ["thread", "process"])
+def test_oracle_agent_runs_on_every_backend(backend: str) -> None:
+    """The oracle reads its moves through the vector env, so it plays where the envs live."""
+    expected = _sorted(
+        rollout("game:GuessTheNumber-v0-hard", OracleAgent(), episodes=5, seed=4, batch_size=2)
+    )
+    with gemgym.make_vec(
+        "game:GuessTheNumber-v0-hard", 2, backend=backend, autoreset_mode="disabled"
+    ) as venv:
+        got = _sorted(rollout(venv, OracleAgent(), episodes=5, seed=4))
+        venv.reset(seed=0)  # a vector env that was passed in is left open
+    assert got == expected
+    assert all(e["success"] for e in got)
+
+
+def test_rollout_refuses_a_vector_env_that_resets_itself() -> None:
+    with (
+        gemgym.make_vec("game:GuessTheNumber-v0-easy", 2) as venv,
+        pytest.raises(ConfigError, match="disabled"),
+    ):
+        list(rollout(venv, OracleAgent(), episodes=2))
+
+
+def test_agents_get_observations_and_slots_never_envs() -> None:
+    seen: list[set[str]] = []
+
+    class Recorder(BaseAgent):
+        def act(self, observations: Sequence[Any], **kwargs: Any) -> list[Any]:
+            seen.append(set(kwargs))
+            assert isinstance(kwargs["venv"], VectorEnv)
+            assert all(isinstance(o, str) for o in observations)
+            return [r"\boxed{1}"] * len(observations)
+
+    list(rollout("game:GuessTheNumber-v0-easy", Recorder(), episodes=3, seed=0, batch_size=2))
+    assert seen and all(keys == {"slots", "venv"} for keys in seen)
+
+
+def test_rollout_and_collector_play_the_same_episodes() -> None:
+    """One engine: a rollout and a collector with the same seeds and policy agree exactly."""
+
+    def policy(obs: list[Any]) -> list[str]:
+        return ["\\boxed{" + str(10 + len(o) % 50) + "}" for o in obs]
+
+    a = _sorted(
+        rollout(
+            "game:GuessTheNumber-v0-hard",
+            FunctionAgent(policy),
+            episodes=6,
+            seed=9,
+            batch_size=3,
+            max_steps=4,
+        )
+    )
+    with Collector("game:GuessTheNumber-v0-hard", policy, num_envs=3, seed=9, max_turns=4) as col:
+        b = [e.to_dict() for e in col.collect(6).episodes]
+    assert a == b

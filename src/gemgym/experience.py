@@ -1,5 +1,9 @@
 """Experience: typed :class:`Transition`/:class:`Episode` records, :func:`rollout`, JSONL in and out.
 
+:func:`play` is the one rollout engine: :func:`rollout` (agents) and
+:class:`gemgym.rl.Collector` (batched policies, seed groups) both play their episodes with it on
+a :class:`~gemgym.vector.VectorEnv`.
+
 >>> import gemgym
 >>> from gemgym.agents import OracleAgent
 >>> eps = list(gemgym.rollout("game:GuessTheNumber-v0-easy", OracleAgent(), episodes=3, seed=0))
@@ -14,13 +18,16 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from gemgym.agents.base import Agent
 from gemgym.core import Env, Image, MultimodalObservation
 from gemgym.errors import ConfigError
 
-__all__ = ["Episode", "Transition", "read_jsonl", "rollout", "write_jsonl"]
+if TYPE_CHECKING:
+    from gemgym.vector import VectorEnv
+
+__all__ = ["Episode", "Transition", "play", "read_jsonl", "rollout", "write_jsonl"]
 
 
 @dataclass
@@ -192,8 +199,89 @@ def read_jsonl(path: str | Path) -> Iterator[Episode]:
                 raise ConfigError(f"{path}:{lineno}: not a gemgym episode record ({e})") from e
 
 
+def play(
+    venv: VectorEnv,
+    seeds: Sequence[int | None],
+    act: Callable[[list[int], list[Episode], list[Any]], Sequence[Any]],
+    *,
+    env_id: str | None = None,
+    max_turns: int | None = None,
+    on_start: Callable[[list[int]], None] | None = None,
+) -> Iterator[Episode]:
+    """The rollout engine under :func:`rollout` and :class:`gemgym.rl.Collector`.
+
+    Plays one episode per entry of ``seeds`` on ``venv`` (made with
+    ``autoreset_mode="disabled"``): episode ``k`` is reset with ``seeds[k]`` on the first free
+    env slot, and its :class:`Episode` has ``index=k``. Free slots are refilled in slot order as
+    episodes end, so the same seeds and the same actions give the same episodes on every backend.
+
+    Args:
+        venv: the vector env; its slots are reset and stepped here, never by ``act``.
+        seeds: one reset seed per episode (``None``: the slot's own random stream).
+        act: ``act(slots, episodes, observations) -> actions``: one action for each slot in
+            ``slots`` (the slots with an episode in progress, ascending), given the episodes
+            in progress there and their latest observations.
+        env_id: the ``env_id`` of every episode (default: the id of the slot's env).
+        max_turns: cut an episode after this many turns (it is then not ``done``).
+        on_start: called with the slots where new episodes were just reset.
+
+    Yields:
+        each episode as it ends (episodes ending on the same step in slot order).
+    """
+    n = venv.num_envs
+    running: list[Episode | None] = [None] * n
+    obs: list[Any] = [None] * n
+    next_job = 0
+
+    def start(slots: list[int]) -> None:
+        nonlocal next_job
+        reset_seeds: list[int | None] = [None] * n
+        mask = [False] * n
+        jobs: list[int] = []
+        for s in slots:
+            reset_seeds[s] = seeds[next_job]
+            mask[s] = True
+            jobs.append(next_job)
+            next_job += 1
+        new_obs, infos = venv.reset(seed=reset_seeds, options={"reset_mask": mask})
+        for s, k, o, info in zip(slots, jobs, new_obs, infos, strict=True):
+            eid = venv.env_ids[s] if env_id is None else env_id
+            running[s] = Episode(eid, k, seeds[k], o, reset_info=info)
+            obs[s] = o
+        if on_start is not None:
+            on_start(slots)
+
+    first = list(range(min(n, len(seeds))))
+    if first:
+        start(first)
+    while True:
+        active = [s for s in range(n) if running[s] is not None]
+        if not active:
+            return
+        eps = [e for e in running if e is not None]
+        actions = list(act(active, eps, [obs[s] for s in active]))
+        if len(actions) != len(active):
+            raise ConfigError(f"policy returned {len(actions)} actions for {len(active)} inputs")
+        new_obs, rewards, terms, truncs, infos = venv.step(dict(zip(active, actions, strict=True)))
+        ended: list[int] = []
+        for j, s in enumerate(active):
+            ep = eps[j]
+            te, tr = bool(terms[j]), bool(truncs[j])
+            ep.transitions.append(
+                Transition(obs[s], actions[j], float(rewards[j]), te, tr, infos[j], new_obs[j])
+            )
+            obs[s] = new_obs[j]
+            if te or tr or (max_turns is not None and ep.length >= max_turns):
+                running[s] = None
+                ended.append(s)
+                yield ep
+        refill = ended[: max(0, len(seeds) - next_job)]
+        if refill:
+            start(refill)
+
+
 def rollout(
-    env: str | Env[Any, Any],
+    env: str | Env[Any, Any] | VectorEnv,
     agent: Agent,
     *,
     episodes: int,
@@ -206,11 +294,15 @@ def rollout(
     """Run ``agent`` for ``episodes`` episodes and yield each :class:`Episode` as it ends.
 
     Episode ``k`` is reset with ``seed + k`` (when a seed is given), whichever env copy plays it,
-    so results do not depend on ``batch_size``. ``batch_size`` envs play at once and the agent
-    gets their observations as one batch (an LLM agent then sends its requests concurrently).
+    so results do not depend on ``batch_size`` or on the vector backend. ``batch_size`` envs
+    play at once and the agent gets their observations as one batch (an LLM agent then sends its
+    requests concurrently). The episodes are played by :func:`play` on a vector env, and the
+    agent gets observations and slot ids, never env objects.
 
     Args:
-        env: an env id (made with ``make_kwargs``) or an env (copied with ``spawn``).
+        env: an env id (made with ``make_kwargs``), an env (copied with ``spawn``) or a
+            :class:`~gemgym.vector.VectorEnv` made with ``autoreset_mode="disabled"`` (any
+            backend; all its envs play, ``batch_size`` is not used, and it is not closed).
         agent: any :class:`~gemgym.agents.Agent`.
         episodes: how many episodes to play.
         seed: base seed; ``None`` leaves episodes unseeded.
@@ -218,68 +310,49 @@ def rollout(
         max_steps: cut an episode after this many steps (it is then not ``done``).
         on_episode: called with each finished episode (e.g. to update a progress bar).
     """
-    from gemgym.registry import make
+    from gemgym.vector import VectorEnv, make_vector_env
 
     if episodes < 0:
         raise ConfigError(f"episodes must be >= 0, got {episodes}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    n = min(batch_size, episodes)
-    if isinstance(env, str):
-        env_id = env
-        envs = [make(env, **make_kwargs) for _ in range(n)]
-        owned = True
-    else:
+    env_id: str | None
+    if isinstance(env, VectorEnv):
         if make_kwargs:
             raise ConfigError("make_kwargs are only used when env is an id")
-        env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-        envs = [env] + [env.spawn() for _ in range(n - 1)]
-        owned = False
-    next_index = 0
-    current: list[Episode | None] = [None] * n
-    obs: list[Any] = [None] * n
-
-    def start(slot: int) -> bool:
-        nonlocal next_index
-        if next_index >= episodes:
-            current[slot] = None
-            return False
-        k = next_index
-        next_index += 1
-        s = None if seed is None else seed + k
-        o, info = envs[slot].reset(seed=s)
-        current[slot] = Episode(env_id, k, s, o, reset_info=info)
-        obs[slot] = o
-        return True
-
-    try:
-        started = [s for s in range(n) if start(s)]
-        if started:
-            agent.start_episodes(started)
-        while any(c is not None for c in current):
-            active = [s for s in range(n) if current[s] is not None]
-            actions = agent.act(
-                [obs[s] for s in active], envs=[envs[s] for s in active], slots=active
+        if env.autoreset_mode.value != "disabled":
+            raise ConfigError(
+                'rollout resets the envs itself; make the vector env with autoreset_mode="disabled"'
             )
-            restarted: list[int] = []
-            for s, action in zip(active, actions, strict=True):
-                ep = current[s]
-                assert ep is not None
-                o, r, te, tr, info = envs[s].step(action)
-                ep.transitions.append(Transition(obs[s], action, float(r), te, tr, info, o))
-                obs[s] = o
-                if te or tr or (max_steps is not None and ep.length >= max_steps):
-                    if on_episode is not None:
-                        on_episode(ep)
-                    yield ep
-                    if start(s):
-                        restarted.append(s)
-            if restarted:
-                agent.start_episodes(restarted)
+        venv, env_id, owned = env, None, False
+    else:
+        n = min(batch_size, episodes)
+        if n == 0:
+            return
+        if isinstance(env, str):
+            env_id = env
+            venv = make_vector_env([env] * n, [make_kwargs] * n, autoreset_mode="disabled")
+        else:
+            if make_kwargs:
+                raise ConfigError("make_kwargs are only used when env is an id")
+            env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+            venv = make_vector_env(env_fns=[env.spawn] * n, autoreset_mode="disabled")
+        owned = True
+
+    def act(slots: list[int], _: list[Episode], observations: list[Any]) -> Sequence[Any]:
+        return agent.act(observations, slots=slots, venv=venv)
+
+    seeds = [None if seed is None else seed + k for k in range(episodes)]
+    try:
+        for ep in play(
+            venv, seeds, act, env_id=env_id, max_turns=max_steps, on_start=agent.start_episodes
+        ):
+            if on_episode is not None:
+                on_episode(ep)
+            yield ep
     finally:
         if owned:
-            for e in envs:
-                e.close()
+            venv.close()
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:

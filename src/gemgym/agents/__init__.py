@@ -4,13 +4,17 @@
 * :class:`OracleAgent` plays each env's ``expert_action()`` (binary search, solvers, ...).
 * :class:`OpenAIAgent` asks any OpenAI-compatible chat-completions server (vLLM, SGLang, an API).
 * :class:`FunctionAgent` adapts a plain batched callable ``list[obs] -> list[action]``.
+
+An agent's ``act(observations, slots=, venv=)`` gets the observations and the slot ids of the
+episodes in progress, never env objects; an agent that asks the envs reads through the vector env
+with :func:`call_slots`, so every agent runs on every vector backend.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gemgym.agents.base import Agent, BaseAgent, FunctionAgent
+from gemgym.agents.base import Agent, BaseAgent, FunctionAgent, call_slots
 from gemgym.agents.builtin import OracleAgent, RandomAgent
 from gemgym.errors import ConfigError
 
@@ -24,6 +28,7 @@ __all__ = [
     "OpenAIAgent",
     "OracleAgent",
     "RandomAgent",
+    "call_slots",
     "make_agent",
 ]
 

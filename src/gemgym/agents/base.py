@@ -1,23 +1,30 @@
-"""The :class:`Agent` protocol and small adapters."""
+"""The :class:`Agent` protocol, :func:`call_slots` and small adapters."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from gemgym.core import Env
 from gemgym.errors import ConfigError
 
-__all__ = ["Agent", "BaseAgent", "FunctionAgent"]
+if TYPE_CHECKING:
+    from gemgym.vector import VectorEnv
+
+__all__ = ["Agent", "BaseAgent", "FunctionAgent", "call_slots"]
 
 
 @runtime_checkable
 class Agent(Protocol):
     """Maps a batch of observations to a batch of actions.
 
-    ``slots`` identify the episode streams: slot ``k`` always refers to the same env, and
-    :meth:`start_episodes` tells the agent which slots begin a new episode (so stateful agents,
-    like a chat agent that keeps the conversation, can forget the old one).
+    ``slots`` identify the episode streams: slot ``k`` is env ``k`` of the vector env that plays
+    the episodes, and :meth:`start_episodes` tells the agent which slots begin a new episode (so
+    stateful agents, like a chat agent that keeps the conversation, can forget the old one).
+
+    An agent gets observations and slot ids, never env objects, so it runs on every vector
+    backend (the envs may live in worker processes or Ray actors). An agent that asks the env
+    itself (an expert, a random-action sampler) reads it through ``venv``, e.g.
+    ``call_slots(venv, "expert_action", slots)``; it never steps or resets ``venv``.
     """
 
     def start_episodes(self, slots: Sequence[int]) -> None:
@@ -28,10 +35,10 @@ class Agent(Protocol):
         self,
         observations: Sequence[Any],
         *,
-        envs: Sequence[Env[Any, Any]],
         slots: Sequence[int],
+        venv: VectorEnv,
     ) -> list[Any]:
-        """One action per observation (``envs[i]`` produced ``observations[i]``)."""
+        """One action per observation (env ``slots[i]`` of ``venv`` produced ``observations[i]``)."""
         ...
 
 
@@ -45,8 +52,8 @@ class BaseAgent:
         self,
         observations: Sequence[Any],
         *,
-        envs: Sequence[Env[Any, Any]],
         slots: Sequence[int],
+        venv: VectorEnv,
     ) -> list[Any]:
         """One action per observation."""
         raise NotImplementedError
@@ -65,8 +72,8 @@ class FunctionAgent(BaseAgent):
         self,
         observations: Sequence[Any],
         *,
-        envs: Sequence[Env[Any, Any]],
         slots: Sequence[int],
+        venv: VectorEnv,
     ) -> list[Any]:
         actions = list(self.fn(list(observations)))
         if len(actions) != len(observations):
@@ -74,3 +81,22 @@ class FunctionAgent(BaseAgent):
                 f"policy returned {len(actions)} actions for {len(observations)} observations"
             )
         return actions
+
+
+def call_slots(venv: VectorEnv, name: str, slots: Sequence[int], *args: Any) -> list[Any]:
+    """Call method ``name`` of the envs of ``slots`` (in that order) through ``venv``.
+
+    When every env of ``venv`` is asked, this is ``venv.call(name, *args)``. For a subset, the
+    envs of an in-process backend (``sync``, ``thread``) are called one by one; the ``process``
+    and ``ray`` backends can only call every env, so ``venv.call`` runs on all of them and the
+    asked ones are kept (a method that fails on an env whose episode has ended, or that was
+    never reset, then fails the call).
+    """
+    slots = list(slots)
+    if slots == list(range(venv.num_envs)):
+        return venv.call(name, *args)
+    envs = getattr(venv, "envs", None)
+    if envs is not None:
+        return [getattr(envs[s], name)(*args) for s in slots]
+    results = venv.call(name, *args)
+    return [results[s] for s in slots]

@@ -1,12 +1,18 @@
-"""Agents that ask the env: :class:`RandomAgent` and :class:`OracleAgent`."""
+"""Agents that ask the env: :class:`RandomAgent` and :class:`OracleAgent`.
+
+Both read their moves through the vector env that plays the episodes (:func:`call_slots`), so
+they run on every backend, including worker processes and Ray actors.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gemgym.agents.base import BaseAgent
-from gemgym.core import Env
+from gemgym.agents.base import BaseAgent, call_slots
+
+if TYPE_CHECKING:
+    from gemgym.vector import VectorEnv
 
 __all__ = ["OracleAgent", "RandomAgent"]
 
@@ -18,10 +24,10 @@ class RandomAgent(BaseAgent):
         self,
         observations: Sequence[Any],
         *,
-        envs: Sequence[Env[Any, Any]],
         slots: Sequence[int],
+        venv: VectorEnv,
     ) -> list[Any]:
-        return [env.sample_random_action() for env in envs]
+        return call_slots(venv, "sample_random_action", slots)
 
 
 class OracleAgent(BaseAgent):
@@ -31,7 +37,7 @@ class OracleAgent(BaseAgent):
         self,
         observations: Sequence[Any],
         *,
-        envs: Sequence[Env[Any, Any]],
         slots: Sequence[int],
+        venv: VectorEnv,
     ) -> list[Any]:
-        return [env.expert_action() for env in envs]
+        return call_slots(venv, "expert_action", slots)

@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gemgym.agents.base import BaseAgent
-from gemgym.core import Env, MultimodalObservation
+from gemgym.core import MultimodalObservation
 from gemgym.errors import AgentError, ConfigError, missing_dependency
+
+if TYPE_CHECKING:
+    from gemgym.vector import VectorEnv
 
 __all__ = ["OpenAIAgent"]
 
@@ -115,8 +118,8 @@ class OpenAIAgent(BaseAgent):
         self,
         observations: Sequence[Any],
         *,
-        envs: Sequence[Env[Any, Any]],
         slots: Sequence[int],
+        venv: VectorEnv,
     ) -> list[Any]:
         convs = [self._messages_for(s, o) for s, o in zip(slots, observations, strict=True)]
         replies = list(self._pool.map(self._complete, convs))

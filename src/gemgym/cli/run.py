@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from gemgym.errors import ConfigError
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from gemgym.agents import make_agent
-    from gemgym.experience import Episode, rollout, summarize
+    from gemgym.experience import Episode, rollout, summarize, write_jsonl
     from gemgym.registry import make
 
     if args.episodes < 1:
@@ -89,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
         batch = args.batch_size or 1
     console = Console(stderr=True)
     episodes: list[Episode] = []
-    out = open(args.out, "w", encoding="utf-8") if args.out else None  # noqa: SIM115
     try:
         with Progress(
             "[progress.description]{task.description}",
@@ -101,22 +101,27 @@ def run(args: argparse.Namespace) -> int:
             transient=True,
         ) as progress:
             task = progress.add_task(f"{args.agent} on {args.env_id}", total=args.episodes)
-            for ep in rollout(
-                args.env_id,
-                agent,
-                episodes=args.episodes,
-                seed=args.seed,
-                batch_size=batch,
-                max_steps=args.max_steps,
-                **env_kwargs,
-            ):
-                episodes.append(ep)
-                if out is not None:
-                    out.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")
-                progress.advance(task)
+
+            def played() -> Iterator[Episode]:
+                for ep in rollout(
+                    args.env_id,
+                    agent,
+                    episodes=args.episodes,
+                    seed=args.seed,
+                    batch_size=batch,
+                    max_steps=args.max_steps,
+                    **env_kwargs,
+                ):
+                    episodes.append(ep)
+                    progress.advance(task)
+                    yield ep
+
+            if args.out:
+                write_jsonl(played(), args.out)  # each episode is written as it ends
+            else:
+                for _ in played():
+                    pass
     finally:
-        if out is not None:
-            out.close()
         close = getattr(agent, "close", None)
         if callable(close):
             close()

@@ -2,7 +2,8 @@
 
 :class:`Collector` steps a :class:`~gemgym.vector.VectorEnv` (any backend, autoreset disabled)
 with a batched policy ``policy(list_of_observations) -> list_of_actions`` and returns finished
-:class:`~gemgym.experience.Episode` records grouped in a :class:`Batch`.
+:class:`~gemgym.experience.Episode` records grouped in a :class:`Batch`. The episodes are played
+by :func:`gemgym.experience.play`, the engine under :func:`gemgym.rollout` too.
 
 Group sampling (for GRPO, Dr. GRPO, RLOO): with ``group_size=n`` every initial state is played
 ``n`` times; the members of a group are reset with the same seed, so they start from the same
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from gemgym.errors import ConfigError
-from gemgym.experience import Episode, Transition, summarize
+from gemgym.experience import Episode, play, summarize
 from gemgym.rl.advantages import compute_advantages
 from gemgym.vector import VectorEnv
 
@@ -146,65 +147,20 @@ class Collector:
                 f"num_episodes ({num_episodes}) must be a positive multiple of group_size "
                 f"({self.group_size})"
             )
-        jobs: list[tuple[int, int]] = []  # (group id, seed)
+        groups: list[int] = []  # the group of each episode, in episode order
         for _ in range(num_episodes // self.group_size):
-            g = self._next_group
+            groups.extend([self._next_group] * self.group_size)
             self._next_group += 1
-            jobs.extend([(g, self._seed + g)] * self.group_size)
-        n = self.env.num_envs
-        running: list[tuple[int, Episode] | None] = [None] * n
-        finished: list[tuple[int, int, Episode]] = []  # (job index, group, episode)
-        slot_job = [-1] * n
-        obs: list[Any] = [None] * n
-        next_job = 0
+        seeds: list[int | None] = [self._seed + g for g in groups]
 
-        def start(slots: list[int]) -> None:
-            nonlocal next_job
-            seeds: list[int | None] = [None] * n
-            mask = [False] * n
-            for s in slots:
-                seeds[s] = jobs[next_job][1]
-                slot_job[s] = next_job
-                mask[s] = True
-                next_job += 1
-            new_obs, infos = self.env.reset(seed=seeds, options={"reset_mask": mask})
-            for s, o, info in zip(slots, new_obs, infos, strict=True):
-                g, sd = jobs[slot_job[s]]
-                running[s] = (g, Episode(self.env_id, slot_job[s], sd, o, reset_info=info))
-                obs[s] = o
+        def act(_: list[int], episodes: list[Episode], observations: list[Any]) -> Sequence[Any]:
+            return self.policy(episodes if self.history else observations)
 
-        start(list(range(min(n, len(jobs)))))
-        while any(r is not None for r in running):
-            active = [s for s in range(n) if running[s] is not None]
-            if self.history:
-                inputs = [running[s][1] for s in active]  # type: ignore[index]
-            else:
-                inputs = [obs[s] for s in active]
-            actions = list(self.policy(inputs))
-            if len(actions) != len(active):
-                raise ConfigError(
-                    f"policy returned {len(actions)} actions for {len(active)} inputs"
-                )
-            new_obs, rewards, terms, truncs, infos = self.env.step(
-                dict(zip(active, actions, strict=True))
-            )
-            done_slots: list[int] = []
-            for j, s in enumerate(active):
-                g, ep = running[s]  # type: ignore[misc]
-                te, tr = bool(terms[j]), bool(truncs[j])
-                ep.transitions.append(
-                    Transition(obs[s], actions[j], float(rewards[j]), te, tr, infos[j], new_obs[j])
-                )
-                obs[s] = new_obs[j]
-                if te or tr or (self.max_turns is not None and ep.length >= self.max_turns):
-                    finished.append((slot_job[s], g, ep))
-                    running[s] = None
-                    done_slots.append(s)
-            refill = done_slots[: max(0, len(jobs) - next_job)]
-            if refill:
-                start(refill)
-        finished.sort(key=lambda x: x[0])
-        return Batch([ep for _, _, ep in finished], [g for _, g, _ in finished])
+        finished = sorted(
+            play(self.env, seeds, act, env_id=self.env_id, max_turns=self.max_turns),
+            key=lambda ep: ep.index,
+        )
+        return Batch(finished, [groups[ep.index] for ep in finished])
 
     def close(self) -> None:
         """Close the vector env if the collector made it."""
