@@ -86,17 +86,7 @@ class FunctionAgent(BaseAgent):
 def call_slots(venv: VectorEnv, name: str, slots: Sequence[int], *args: Any) -> list[Any]:
     """Call method ``name`` of the envs of ``slots`` (in that order) through ``venv``.
 
-    When every env of ``venv`` is asked, this is ``venv.call(name, *args)``. For a subset, the
-    envs of an in-process backend (``sync``, ``thread``) are called one by one; the ``process``
-    and ``ray`` backends can only call every env, so ``venv.call`` runs on all of them and the
-    asked ones are kept (a method that fails on an env whose episode has ended, or that was
-    never reset, then fails the call).
+    This is ``venv.call(name, *args, indices=slots)``: on every backend only those envs are
+    called (the ``process`` and ``ray`` backends ask only the workers that hold them).
     """
-    slots = list(slots)
-    if slots == list(range(venv.num_envs)):
-        return venv.call(name, *args)
-    envs = getattr(venv, "envs", None)
-    if envs is not None:
-        return [getattr(envs[s], name)(*args) for s in slots]
-    results = venv.call(name, *args)
-    return [results[s] for s in slots]
+    return venv.call(name, *args, indices=list(slots))

@@ -339,11 +339,14 @@ class EnvGroup:
         return obs_l, rewards, terminated, truncated, infos_l, any_term, any_trunc
 
     # -- the rest ----------------------------------------------------------------------------------
-    def call(self, request: tuple[str, tuple[Any, ...]]) -> list[Any]:
-        """Call method ``name`` with ``args`` (``request = (name, args)``) on every env."""
-        name, args = request
+    def call(self, request: tuple[Any, ...]) -> list[Any]:
+        """Call method ``name`` with ``args`` on every env, or on the envs of ``indices`` (local,
+        in order): ``request = (name, args)`` or ``(name, args, indices)``."""
+        name, args = request[0], request[1]
+        indices = request[2] if len(request) > 2 else None
         check_call(name)
-        return [getattr(env, name)(*args) for env in self.envs]
+        envs = self.envs if indices is None else [self.envs[i] for i in indices]
+        return [getattr(env, name)(*args) for env in envs]
 
     def close(self, _: object = None) -> None:
         """Close every env; the first error is raised after all were closed."""

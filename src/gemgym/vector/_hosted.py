@@ -407,15 +407,28 @@ class HostedVectorEnv(VectorEnv, Generic[H]):
             self._take_resets(results, sent)
         return results
 
-    def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
+    def _call_items(self, name: str, args: tuple[Any, ...], indices: list[int] | None) -> list[Any]:
         check_call(name)
-        out: list[Any] = []
-        with self._locked(self._hosts):
-            sent = [(host, self._post(host, "call", (name, args))) for host in self._hosts]
+        asked: list[tuple[H, list[int]]] = []  # per host: the positions of its envs in the answer
+        if indices is None:
+            asked = [(host, list(host.env_indices)) for host in self._hosts]
+        else:
+            for host in self._hosts:
+                mine = [pos for pos, i in enumerate(indices) if host.lo <= i < host.hi]
+                if mine:
+                    asked.append((host, mine))
+        out: list[Any] = [None] * (self.num_envs if indices is None else len(indices))
+        with self._locked([host for host, _ in asked]):
+            sent = []
+            for host, positions in asked:
+                local = None if indices is None else [indices[p] - host.lo for p in positions]
+                sent.append((host, positions, self._post(host, "call", (name, args, local))))
             error: BaseException | None = None
-            for host, ticket in sent:  # every answer is read before an error is raised
+            for host, positions, ticket in sent:  # every answer is read before an error is raised
                 try:
-                    out.extend(self._answer(host, ticket, self._deadline(), f"calling {name}"))
+                    answer = self._answer(host, ticket, self._deadline(), f"calling {name}")
+                    for pos, value in zip(positions, answer, strict=True):
+                        out[pos] = value
                 except HostLost as e:
                     self._recover(host, str(e))
                     error = error or VectorEnvError(

@@ -216,10 +216,20 @@ class VectorEnv:
             raise VectorEnvError(f"env index {index} out of range 0..{self.num_envs - 1}")
         return EnvHandle(self, index)
 
-    def call(self, name: str, *args: Any) -> list[Any]:
-        """Call method ``name`` on every env (e.g. ``"sample_random_action"``); one result each."""
+    def call(self, name: str, *args: Any, indices: Sequence[int] | None = None) -> list[Any]:
+        """Call method ``name`` on every env (e.g. ``"sample_random_action"``); one result each.
+
+        ``indices``: call only these envs, in this order (one result each); on the ``process``
+        and ``ray`` backends only the workers holding them are asked.
+        """
         self._check_open()
-        return self._call_items(name, args)
+        if indices is None:
+            return self._call_items(name, args, None)
+        chosen = [int(i) for i in indices]
+        bad = [i for i in chosen if not 0 <= i < self.num_envs]
+        if bad:
+            raise ConfigError(f"indices {bad} are out of range for {self.num_envs} envs")
+        return self._call_items(name, args, chosen) if chosen else []
 
     def close(self) -> None:
         """Release every env, thread, worker process and actor (idempotent)."""
@@ -235,7 +245,7 @@ class VectorEnv:
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         raise NotImplementedError
 
-    def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
+    def _call_items(self, name: str, args: tuple[Any, ...], indices: list[int] | None) -> list[Any]:
         raise NotImplementedError
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:

@@ -49,8 +49,8 @@ class SyncVectorEnv(VectorEnv):
     def _step_items(self, items: list[tuple[int, Any]]) -> list[StepTuple]:
         return self._group.step(items)
 
-    def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
-        return self._group.call((name, args))
+    def _call_items(self, name: str, args: tuple[Any, ...], indices: list[int] | None) -> list[Any]:
+        return self._group.call((name, args, indices))
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
         reset = self._group.areset_one

@@ -152,9 +152,11 @@ class ThreadVectorEnv(VectorEnv):
         group.check([i for i, _ in items])
         return self._run([(group.step_one, item) for item in items])
 
-    def _call_items(self, name: str, args: tuple[Any, ...]) -> list[Any]:
+    def _call_items(self, name: str, args: tuple[Any, ...], indices: list[int] | None) -> list[Any]:
         check_call(name)
-        return self._run([(getattr(env, name), args) for env in self._group.envs])
+        envs = self._group.envs
+        chosen = envs if indices is None else [envs[i] for i in indices]
+        return self._run([(getattr(env, name), args) for env in chosen])
 
     async def _areset_items(self, items: list[ResetItem]) -> list[tuple[Any, dict[str, Any]]]:
         reset = self._group.reset_one
