@@ -6,8 +6,9 @@ transformers, ``pip install "gemgym[train]"``) is imported only when used. See `
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gemgym._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gemgym.rl.advantages import (
@@ -81,15 +82,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # the names are imported on first use, which keeps ``import gemgym`` and the CLI fast
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.errors import SandboxError
-from gemgym.sandbox import _runner, _wire
+from gemgym.sandbox import _children, _runner, _wire
 from gemgym.sandbox.base import MemoryScope
 
 __all__ = [
@@ -65,11 +65,11 @@ _START_TIMEOUT = 30.0
 
 @functools.cache
 def runner_source() -> str:
-    """The program run inside: :mod:`gemgym.sandbox._wire`'s source, then ``_runner``'s."""
-    wire = Path(_wire.__file__).read_text(encoding="utf-8")
-    runner = Path(_runner.__file__).read_text(encoding="utf-8")
-    runner = runner.replace("from __future__ import annotations\n", "", 1)
-    return f"{wire}\n{runner}"
+    """The program run inside: the sources of :mod:`gemgym.sandbox._wire`,
+    :mod:`~gemgym.sandbox._children` and :mod:`~gemgym.sandbox._runner`, in that order."""
+    texts = [Path(str(m.__file__)).read_text(encoding="utf-8") for m in (_wire, _children, _runner)]
+    future = "from __future__ import annotations\n"
+    return "\n".join([texts[0], *(t.replace(future, "", 1) for t in texts[1:])])
 
 
 def server_command(python: str, isolated: bool = True) -> list[str]:

@@ -44,18 +44,25 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import json
 import re
-import tempfile
-import threading
 import weakref
-from collections.abc import Awaitable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
-from typing import Any, TextIO, TypedDict, TypeVar, Unpack, cast
+from typing import Any, TypedDict, Unpack
 
 from gemgym.errors import ClosedError, ConfigError, ToolError, missing_dependency
+from gemgym.tools._mcp_connection import (
+    Connection,
+    LoopThread,
+    MCPServerConfig,
+    MCPToolInfo,
+    describe_error,
+    is_connection_error,
+    read_config,
+    result_text,
+    shutdown_all,
+)
 from gemgym.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
     Tool,
@@ -67,94 +74,10 @@ from gemgym.tools.base import (
 
 __all__ = ["MCPServerConfig", "MCPTool", "MCPToolInfo", "parse_tool_call"]
 
-T = TypeVar("T")
-
 _CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _GEM_RE = re.compile(
     r"^\s*<tool_name>(.*?)</tool_name>\s*<arguments>(.*?)</arguments>\s*$", re.DOTALL
 )
-_SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport", "type"})
-
-
-# -- configuration ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MCPServerConfig:
-    """How to reach one MCP server: a ``command`` (stdio) or a ``url`` (streamable HTTP)."""
-
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
-    cwd: str | None = None
-    url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def transport(self) -> str:
-        """``"stdio"`` or ``"http"``."""
-        return "stdio" if self.command is not None else "http"
-
-    @classmethod
-    def from_dict(cls, name: str, entry: Mapping[str, Any]) -> MCPServerConfig:
-        """Read one ``mcpServers`` entry; raises :class:`~gemgym.errors.ConfigError`."""
-        if not isinstance(entry, Mapping):
-            raise ConfigError(f"MCP server {name!r}: expected an object, got {entry!r}")
-        unknown = sorted(set(entry) - _SERVER_KEYS)
-        if unknown:
-            raise ConfigError(
-                f"MCP server {name!r}: unknown keys {unknown}; use command/args/env/cwd "
-                "(stdio) or url/headers (streamable HTTP)"
-            )
-        kind = entry.get("transport", entry.get("type"))
-        if kind is not None and kind not in ("stdio", "http", "streamable-http", "streamable_http"):
-            raise ConfigError(
-                f"MCP server {name!r}: transport {kind!r} is not supported; "
-                "use stdio (command) or streamable HTTP (url)"
-            )
-        command, url = entry.get("command"), entry.get("url")
-        if (command is None) == (url is None):
-            raise ConfigError(f"MCP server {name!r} needs exactly one of 'command' and 'url'")
-        args = entry.get("args", [])
-        if not isinstance(args, list | tuple) or not all(isinstance(a, str) for a in args):
-            raise ConfigError(f"MCP server {name!r}: 'args' must be a list of strings")
-        for key in ("env", "headers"):
-            value = entry.get(key)
-            if value is not None and not (
-                isinstance(value, Mapping)
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-            ):
-                raise ConfigError(f"MCP server {name!r}: {key!r} must map strings to strings")
-        if url is not None and not str(url).startswith(("http://", "https://")):
-            raise ConfigError(f"MCP server {name!r}: url must start with http:// or https://")
-        return cls(
-            name=name,
-            command=None if command is None else str(command),
-            args=tuple(args),
-            env=entry.get("env"),
-            cwd=None if entry.get("cwd") is None else str(entry["cwd"]),
-            url=None if url is None else str(url),
-            headers=dict(entry.get("headers") or {}),
-        )
-
-
-def _read_config(config: Mapping[str, Any] | str) -> list[MCPServerConfig]:
-    if isinstance(config, str):
-        if not config.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"MCPTool takes a config mapping or a server URL, got {config!r}; "
-                "for a config file use MCPTool.from_config_file(path)"
-            )
-        config = {"mcpServers": {"default": {"url": config}}}
-    servers = config.get("mcpServers", config) if isinstance(config, Mapping) else None
-    if not isinstance(servers, Mapping) or not servers:
-        raise ConfigError(
-            'an MCP config is {"mcpServers": {name: {"command": ..., "args": [...]} or '
-            '{"url": ...}}} with at least one server'
-        )
-    return [MCPServerConfig.from_dict(str(name), entry) for name, entry in servers.items()]
-
 
 # -- parsing --------------------------------------------------------------------------------------
 
@@ -192,230 +115,6 @@ def parse_tool_call(action: str) -> tuple[str | None, Any, str | None, str] | No
     if not isinstance(arguments, dict):
         return name, None, "the arguments must be a JSON object", raw
     return name, arguments, None, raw
-
-
-# -- connections ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MCPToolInfo:
-    """A tool offered by a server: the name the model uses, and its server's description."""
-
-    name: str
-    server: str
-    tool: str
-    description: str
-    input_schema: dict[str, Any]
-
-    def to_function(self) -> dict[str, Any]:
-        """The OpenAI function-calling form, as listed in the instructions."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.input_schema or {"type": "object", "properties": {}},
-            },
-        }
-
-
-class _Connection:
-    """One open MCP session, held by a task of the background loop."""
-
-    def __init__(self, config: MCPServerConfig) -> None:
-        self.config = config
-        self.client: Any = None
-        self.tools: list[Any] = []
-        self._stop: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._stderr: TextIO | None = None
-
-    def stderr_tail(self, limit: int = 1500) -> str:
-        if self._stderr is None:
-            return ""
-        try:
-            self._stderr.seek(0)
-            return self._stderr.read()[-limit:].strip()
-        except (OSError, ValueError):
-            return ""
-
-    def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
-        from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
-        from mcp.client.streamable_http import streamable_http_client
-
-        c = self.config
-        if c.command is not None:
-            params = StdioServerParameters(
-                command=c.command, args=list(c.args), env=dict(c.env) if c.env else None, cwd=c.cwd
-            )
-            if self._stderr is None:
-                # kept open for the connection's life (closed by close_stderr)
-                stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-                self._stderr = cast("TextIO", stderr)
-            return stdio_client(params, errlog=self._stderr)
-        assert c.url is not None  # from_dict sets one of command/url
-        if c.headers:
-            import httpx2
-
-            http = httpx2.AsyncClient(
-                headers=dict(c.headers), timeout=httpx2.Timeout(30.0, read=300.0)
-            )
-            return _with_client(stack, http, streamable_http_client(c.url, http_client=http))
-        return streamable_http_client(c.url)
-
-    async def open(self, timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-        self._stop = asyncio.Event()
-        self._task = asyncio.create_task(self._hold(ready, self._stop))
-        try:
-            await asyncio.wait_for(asyncio.shield(ready), timeout)
-        except TimeoutError:
-            await self.aclose()
-            raise TimeoutError(f"no answer within {timeout:g} s") from None
-        except BaseException:
-            await self.aclose()
-            raise
-        finally:
-            if ready.done() and not ready.cancelled():
-                ready.exception()  # mark it retrieved: the error is raised here, not logged
-
-    async def _hold(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
-        from mcp import Client
-
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                transport = self._transport(stack)
-                client = await stack.enter_async_context(Client(transport))
-                tools: list[Any] = []
-                cursor = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    tools.extend(page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
-                self.client, self.tools = client, tools
-                ready.set_result(None)
-                await stop.wait()
-        except Exception as e:
-            if not ready.done():
-                ready.set_exception(e)
-        except BaseException:
-            if not ready.done():
-                ready.set_exception(ConnectionError("the connection was cancelled"))
-            raise
-        finally:
-            self.client = None
-
-    @property
-    def alive(self) -> bool:
-        return self.client is not None and self._task is not None and not self._task.done()
-
-    async def aclose(self, timeout: float = 5.0) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            if self._stop is not None:
-                self._stop.set()
-            try:
-                await asyncio.wait_for(task, timeout)
-            except (TimeoutError, asyncio.CancelledError, Exception):
-                task.cancel()
-        self.client = None
-
-    def close_stderr(self) -> None:
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-
-
-def _with_client(stack: contextlib.AsyncExitStack, http: Any, transport: Any) -> Any:
-    """Close ``http`` with ``stack`` (the transport does not own a client it was given)."""
-    stack.push_async_callback(http.aclose)
-    return transport
-
-
-class _LoopThread:
-    """An event loop running in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="gemgym-mcp", daemon=True)
-        self.thread.start()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        if threading.current_thread() is self.thread:
-            coro.close()
-            raise RuntimeError("MCPTool cannot be called from its own event loop thread")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return self.submit(coro).result(timeout)
-
-    def stop(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
-def _shutdown(loop: _LoopThread, connections: list[_Connection]) -> None:
-    async def close_all() -> None:
-        await asyncio.gather(*(c.aclose() for c in connections), return_exceptions=True)
-
-    if not loop.loop.is_closed() and loop.thread.is_alive():
-        with contextlib.suppress(Exception):
-            loop.run(close_all(), timeout=15)
-    loop.stop()
-    for c in connections:
-        c.close_stderr()
-
-
-def _is_connection_error(e: BaseException) -> bool:
-    import anyio
-
-    if isinstance(
-        e,
-        ConnectionError
-        | EOFError
-        | anyio.ClosedResourceError
-        | anyio.BrokenResourceError
-        | anyio.EndOfStream,
-    ):
-        return True
-    from mcp import MCPError
-
-    return isinstance(e, MCPError) and "closed" in str(e.error.message).lower()
-
-
-def _describe(e: BaseException) -> str:
-    """``Type: message`` of the first real error inside (nested) exception groups."""
-    while isinstance(e, BaseExceptionGroup) and e.exceptions:
-        e = e.exceptions[0]
-    return f"{type(e).__name__}: {e}"
-
-
-def _result_text(result: Any) -> str:
-    parts: list[str] = []
-    for block in result.content or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
-        elif kind == "resource":
-            res = block.resource
-            parts.append(getattr(res, "text", None) or f"[resource {res.uri}]")
-        elif kind == "resource_link":
-            parts.append(f"[resource link {block.uri}]")
-        else:
-            parts.append(str(block))
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts) if parts else "(no output)"
 
 
 # -- the tool -----------------------------------------------------------------------------------
@@ -475,17 +174,17 @@ class MCPTool(Tool):
             raise ConfigError(f"retries must be a non-negative int, got {retries!r}")
         if retry_delay < 0:
             raise ConfigError(f"retry_delay must be non-negative, got {retry_delay!r}")
-        self.servers = _read_config(config)
+        self.servers = read_config(config)
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
         self.retries = retries
         self.retry_delay = float(retry_delay)
         self.max_output_chars = check_max_output_chars(max_output_chars)
         self._closed = False
-        self._loop = _LoopThread()
-        self._connections = {s.name: _Connection(s) for s in self.servers}
+        self._loop = LoopThread()
+        self._connections = {s.name: Connection(s) for s in self.servers}
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._loop, list(self._connections.values())
+            self, shutdown_all, self._loop, list(self._connections.values())
         )
         try:
             self._loop.run(self._connect_all())
@@ -543,7 +242,7 @@ class MCPTool(Tool):
         return cls({"mcpServers": {name: entry}}, **options)
 
     # -- connections ----------------------------------------------------------------------------
-    async def _connect(self, conn: _Connection) -> None:
+    async def _connect(self, conn: Connection) -> None:
         try:
             await conn.open(self.connect_timeout)
         except Exception as e:
@@ -551,7 +250,7 @@ class MCPTool(Tool):
             where = f"command {c.command!r} {list(c.args)}" if c.command else f"url {c.url}"
             tail = conn.stderr_tail()
             raise ToolError(
-                f"cannot connect to MCP server {c.name!r} ({where}): {_describe(e)}"
+                f"cannot connect to MCP server {c.name!r} ({where}): {describe_error(e)}"
                 + (f"\nserver stderr:\n{tail}" if tail else "")
                 + "\nCheck that the server starts on its own with this command or URL."
             ) from e
@@ -682,12 +381,12 @@ class MCPTool(Tool):
                     info={**base, "error": error, "timeout": True, "attempts": attempt + 1},
                 )
             except Exception as e:
-                error = str(e) if isinstance(e, ToolError) else _describe(e)
-                if isinstance(e, ToolError) or _is_connection_error(e):
+                error = str(e) if isinstance(e, ToolError) else describe_error(e)
+                if isinstance(e, ToolError) or is_connection_error(e):
                     await conn.aclose()
                     continue  # reconnect and retry
                 break
-            text = truncate_output(_result_text(result), self.max_output_chars)
+            text = truncate_output(result_text(result), self.max_output_chars)
             if result.is_error:
                 return ToolResult(
                     _response(f"[Tool execution error: {text}]"),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gemgym._lazy import lazy_exports
 from gemgym.wrappers.common import EpisodeStatistics, OrderEnforcing, TimeLimit
 from gemgym.wrappers.history import ChatHistory, ConcatHistory
 
@@ -20,14 +21,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name != "ToolEnvWrapper":
-        raise AttributeError(f"module 'gemgym.wrappers' has no attribute {name!r}")
-    from gemgym.wrappers.tools import ToolEnvWrapper
-
-    globals()[name] = ToolEnvWrapper
-    return ToolEnvWrapper
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), {"ToolEnvWrapper": "gemgym.wrappers.tools"})
