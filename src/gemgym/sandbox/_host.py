@@ -542,12 +542,14 @@ class ServerProcess:
             raise WorkerDied("the sandbox worker gave an answer to another request")
         return response
 
-    def leftover_tasks(self) -> list[int]:
-        """Threads in the sandbox's cgroup other than bubblewrap's and the server's."""
+    def leftover_tasks(self) -> int:
+        """How many threads the sandbox's cgroup holds beyond bubblewrap's and the server's.
+
+        (Counted, not named: the cgroup lists its threads in no particular order.)
+        """
         if self.cgroup is None:
-            return []
-        tasks = self.cgroup.tasks()
-        return tasks[2:] if len(tasks) > 2 else []
+            return 0
+        return max(0, len(self.cgroup.tasks()) - 2)
 
     def close(self) -> None:
         """Kill the sandbox and release everything (idempotent)."""

@@ -276,7 +276,7 @@ class BwrapLauncher:
             problems.append(str(response["unclean"]))
         left = worker.leftover_tasks()
         if left:
-            problems.append(f"threads left in the sandbox's cgroup: {left[:10]}")
+            problems.append(f"{left} threads left in the sandbox's cgroup")
         notes: tuple[str, ...] = ()
         if problems:
             notes = (
