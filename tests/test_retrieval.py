@@ -219,10 +219,22 @@ def test_server_answers_search_r1_requests_with_scores(server: RetrievalServer) 
 
 
 def test_server_without_scores_returns_documents_and_default_topk(server: RetrievalServer) -> None:
-    status, answer = _post_json(server.url, {"query": "heap queue"})
+    status, answer = _post_json(server.url, {"queries": ["heap queue"]})
     assert status == 200
     assert len(answer["result"][0]) == 2  # the server's topk
     assert answer["result"][0][0]["title"] == "heapq"
+
+
+def test_server_answers_gem_single_query_with_a_flat_list(server: RetrievalServer) -> None:
+    # GEM's SearchTool posts {"query": ...}; GEM's server answers one flat list of hits
+    status, answer = _post_json(server.url, {"query": "heap queue", "return_scores": True})
+    assert status == 200
+    hits = answer["result"]
+    assert len(hits) == 2 and hits[0]["document"]["title"] == "heapq"
+    assert hits[0]["score"] > hits[1]["score"] > 0
+    status, answer = _post_json(server.url, {"query": "heap queue", "topk": 1})
+    assert status == 200 and answer["result"][0]["score"] is None
+    assert [h["document"]["title"] for h in answer["result"]] == ["heapq"]
 
 
 def test_server_speaks_msgpack_as_gem_sends_it(server: RetrievalServer) -> None:

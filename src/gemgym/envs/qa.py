@@ -15,14 +15,17 @@ action        any text; the last ``<answer>...</answer>`` (or the last ``\boxed{
               RuleTaker ids and with ``extract_boxed=True``) is the answer
 reward        1.0 if the normalised answer (lower case, no punctuation, no articles, single
               spaces) equals a normalised gold answer (any of several), else 0.0; no answer: −0.1
-              (GEM). The episode ends after one step (``terminated``)
+              (gemgym's penalty; GEM gives 0.0). The episode ends after one step
+              (``terminated``)
 info          ``correct``, ``extracted``, ``f1`` (best SQuAD token F1 over the gold answers),
               ``index``; ``format_error`` when no answer was found
 expert        the first gold answer, tagged (or boxed)
 ============  =================================================================================
 
 Differences from upstream GEM: offline loading from a local file or the shipped sample, per-env
-seeded order, ``terminated=True, truncated=False`` (GEM set both), token F1 reported in ``info``.
+seeded order, ``terminated=True, truncated=False`` (GEM set both), token F1 reported in ``info``,
+a reply without an answer scores −0.1 where GEM gives 0.0 (``gemgym.compat.gem``, the GEM
+compatibility layer, gives GEM's 0.0).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from gemgym.registry import register
 __all__ = ["NO_ANSWER_REWARD", "QA_DATASETS", "QaEnv"]
 
 NO_ANSWER_REWARD = -0.1
-"""Reward of a reply with no extractable answer (GEM's value)."""
+"""Reward of a reply with no extractable answer (gemgym's format penalty; GEM gives 0.0)."""
 
 _SEARCH = "axon-rl/search-eval"
 

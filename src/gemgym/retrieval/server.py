@@ -11,15 +11,19 @@ Protocol
 
     {"queries": ["what is a heap?", ...], "topk": 3, "return_scores": true}
 
-``"query": "one query"`` is accepted in place of ``"queries"``; ``topk`` defaults to the
-server's ``--topk``. The answer, in the request's encoding::
+``topk`` defaults to the server's ``--topk``. The answer, in the request's encoding::
 
     {"result": [[{"document": {"id": ..., "title": ..., "text": ..., "contents": ...},
                   "score": 7.76}, ...], ...]}
 
 one list per query, best first; with ``"return_scores": false`` each list holds the documents
 themselves, as Search-R1's server does. ``contents`` is ``title + "\\n" + text``, Search-R1's
-wiki-18 layout. ``GET /health`` answers ``{"status": "ok", "documents": N, "backend": ...}``.
+wiki-18 layout.
+
+GEM's single-query request ``{"query": "one query", "topk": 3, "return_scores": true}`` (what
+GEM's own ``SearchTool`` posts) gets GEM's server's answer: one flat list,
+``{"result": [{"document": {...}, "score": 7.76}, ...]}`` (``"score": null`` without
+``return_scores``). ``GET /health`` answers ``{"status": "ok", "documents": N, "backend": ...}``.
 Bad requests get status 400 and ``{"error": "..."}``.
 """
 
@@ -56,10 +60,13 @@ def handle_retrieve(retriever: Retriever, request: Any, default_topk: int) -> di
     """Answer one decoded ``/retrieve`` request (the protocol, without HTTP)."""
     if not isinstance(request, dict):
         raise BadRequest("the body must be an object with 'queries' (a list of strings)")
+    single = "queries" not in request and "query" in request  # GEM's request: a flat answer
     if "queries" in request:
         queries = request["queries"]
-    elif "query" in request:
+    elif single:
         queries = [request["query"]]
+        if not isinstance(queries[0], str):
+            raise BadRequest("'query' must be a string")
     else:
         raise BadRequest("missing 'queries' (a list of strings)")
     if isinstance(queries, str):
@@ -73,6 +80,13 @@ def handle_retrieve(retriever: Retriever, request: Any, default_topk: int) -> di
         raise BadRequest(f"'topk' must be an int from 1 to {MAX_TOPK}, got {topk!r}")
     with_scores = bool(request.get("return_scores", False))
     results = retriever.batch_search(queries, topk)
+    if single:
+        return {
+            "result": [
+                {"document": h.document.to_dict(), "score": h.score if with_scores else None}
+                for h in results[0]
+            ]
+        }
     if with_scores:
         return {
             "result": [
@@ -125,7 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.NOT_FOUND, {"error": f"no such path {self.path!r}"})
 
     def do_POST(self) -> None:
-        if self.path.split("?")[0].rstrip("/") not in ("/retrieve", "/search"):
+        if self.path.split("?")[0].rstrip("/") not in ("/retrieve", "/search", ""):
             self._send(
                 HTTPStatus.NOT_FOUND, {"error": f"no such path {self.path!r}; POST /retrieve"}
             )

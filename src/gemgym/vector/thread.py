@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from queue import SimpleQueue
@@ -168,6 +169,13 @@ class ThreadVectorEnv(VectorEnv):
         return await self._arun([(group.step_one, item) for item in items])
 
     def _close(self) -> None:
+        if sys.is_finalizing():
+            # Closed by __del__ at interpreter exit (never closed by the script): the daemon
+            # dispatch threads are stopped by now, so waiting on them would hang the exit.
+            for env in self._group.envs:
+                with contextlib.suppress(Exception):
+                    env.close()
+            return
         try:
             self._run([(env.close, ()) for env in self._group.envs])
         finally:
