@@ -19,7 +19,9 @@ against upstream GEM (which raised plain ``ValueError`` and ``ImportError``) kee
     │   └── SandboxUnavailableError   no isolating backend on this machine; says what to install
     ├── ToolError                     a tool could not be set up (bad server, bad config)
     ├── VectorEnvError                a vector env was misused or lost a worker beyond recovery
-    └── AgentError                    an agent could not produce actions (e.g. LLM server unreachable)
+    ├── AgentError                    an agent could not produce actions (e.g. LLM server unreachable)
+    └── BackendError                  an inference backend failed a request (server down, HTTP error,
+                                      timeout, a model that cannot take the input)
 
 Bad actions from a model are *not* errors: envs turn them into an observation and a reward.
 """
@@ -31,6 +33,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "AgentError",
+    "BackendError",
     "ClosedError",
     "ConfigError",
     "DatasetError",
@@ -113,6 +116,10 @@ class VectorEnvError(GemGymError):
 
 class AgentError(GemGymError):
     """An agent could not produce actions (for example, its LLM server is unreachable)."""
+
+
+class BackendError(GemGymError):
+    """An inference backend (:mod:`gemgym.llm`) failed a request; only its episode ends."""
 
 
 def close_matches(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
