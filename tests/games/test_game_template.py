@@ -134,7 +134,7 @@ def test_the_template_hooks() -> None:
         0.5,
         False,
         True,
-        {"suffix": "", "turn": 2, "success": False},
+        {"suffix": "", "turn": 2, "success": False, "turn_limit": True},
     )
     env.turn_count = 1  # a win or a loss at the last turn is not also truncated
     assert env.step("\\boxed{3}")[1:] == (

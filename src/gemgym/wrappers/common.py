@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from gemgym.core import ActT, Env, ObsT, StepResult, Wrapper
 from gemgym.errors import ConfigError, ResetNeeded
+from gemgym.turns import TurnCounter, check_turn_limit
 
 _NEEDS_RESET = "call reset() before step(): the env has not been reset or its episode has ended"
 
@@ -18,7 +19,8 @@ class TimeLimit(Wrapper[ObsT, ActT, ObsT, ActT]):
 
     The step that reaches the limit returns ``truncated=True`` unless the env terminated on that
     same step (then ``terminated=True`` alone: a terminal state wins, so the two flags are never
-    both set). ``info["TimeLimit.truncated"]`` marks a truncation made by this wrapper.
+    both set). It marks ``info["turn_limit"]``, as every turn limit in gemgym does
+    (:class:`~gemgym.turns.TurnCounter`), and Gymnasium's ``info["TimeLimit.truncated"]``.
 
     >>> import gemgym
     >>> env = gemgym.make("game:GuessTheNumber-v0-hard", max_episode_steps=2)
@@ -30,24 +32,30 @@ class TimeLimit(Wrapper[ObsT, ActT, ObsT, ActT]):
 
     def __init__(self, env: Env[ObsT, ActT], max_episode_steps: int) -> None:
         super().__init__(env)
-        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int):
-            raise ConfigError(f"max_episode_steps must be an int, got {max_episode_steps!r}")
-        if max_episode_steps <= 0:
-            raise ConfigError(f"max_episode_steps must be positive, got {max_episode_steps}")
-        self.max_episode_steps = max_episode_steps
-        self.elapsed_steps = 0
+        if max_episode_steps is None:
+            raise ConfigError("max_episode_steps must be a positive int, got None")
+        self.turns = TurnCounter(check_turn_limit(max_episode_steps, "max_episode_steps"))
+
+    @property
+    def max_episode_steps(self) -> int:
+        """The limit (Gymnasium's name)."""
+        return cast(int, self.turns.limit)
+
+    @property
+    def elapsed_steps(self) -> int:
+        """The steps played in this episode (Gymnasium's name)."""
+        return self.turns.count
 
     def after_reset(self, obs: ObsT, info: dict[str, Any]) -> tuple[ObsT, dict[str, Any]]:
-        self.elapsed_steps = 0
+        self.turns.restart()
         return obs, info
 
     def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[ObsT]:
-        obs, reward, terminated, truncated, info = result
-        self.elapsed_steps += 1
-        if self.elapsed_steps >= self.max_episode_steps and not terminated and not truncated:
-            truncated = True
-            info["TimeLimit.truncated"] = True
-        return obs, reward, terminated, truncated, info
+        if not self.turns.tick() or result[2] or result[3]:
+            return result
+        result = self.turns.cut(result)
+        result[4]["TimeLimit.truncated"] = True
+        return result
 
 
 class OrderEnforcing(Wrapper[ObsT, ActT, ObsT, ActT]):

@@ -36,6 +36,7 @@ from typing import Any, Self
 from gemgym.core import Env, Message, MultimodalObservation, StepResult, Wrapper
 from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.tools.base import DEFAULT_MAX_OUTPUT_CHARS, Tool, ToolCall, ToolResult
+from gemgym.turns import TurnCounter, check_turn_limit
 
 __all__ = ["MAX_TOOL_USES_MESSAGE", "ToolEnvWrapper", "python_tool_wrapper"]
 
@@ -94,18 +95,17 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
             raise ConfigError(f"max_tool_uses must be an int, got {max_tool_uses!r}")
         if max_tool_uses < 0:
             raise ConfigError(f"max_tool_uses must be >= 0, got {max_tool_uses}")
-        if max_turns is not None and (isinstance(max_turns, bool) or max_turns < 1):
-            raise ConfigError(f"max_turns must be a positive int or None, got {max_turns!r}")
         self.tools = tools
         self.max_tool_uses = max_tool_uses
         self.tool_reward = float(tool_reward)
         self.tool_success_reward = float(tool_success_reward)
         self.tool_error_reward = float(tool_error_reward)
-        self.max_turns = max_turns
+        self.max_turns = check_turn_limit(max_turns)
         self.count_tool_turns = count_tool_turns
         self.tool_use_counter = 0
         self.tool_success_counter = 0
-        self.turn_count = 0
+        self.turns = TurnCounter()
+        """Turns of this episode (tool calls included unless ``count_tool_turns=False``)."""
         self._needs_reset = True
 
     # -- helpers ---------------------------------------------------------------------------
@@ -115,6 +115,11 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         if len(parts) == 1:
             return parts[0]
         return "Available tools:\n" + "\n\n".join(parts)
+
+    @property
+    def turn_count(self) -> int:
+        """Turns played in this episode (:attr:`turns`' count)."""
+        return self.turns.count
 
     def turn_limit(self) -> int | None:
         """The episode's limit on turns, tool calls included (``None``: none here)."""
@@ -167,7 +172,8 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         info["prev_ep_tool_success_counter"] = self.tool_success_counter
         self.tool_use_counter = 0
         self.tool_success_counter = 0
-        self.turn_count = 0
+        self.turns.limit = self.turn_limit()
+        self.turns.restart()
         self._needs_reset = False
         for tool in self.tools:
             tool.reset()
@@ -196,7 +202,7 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         obs, reward, terminated, truncated, info = result
         info = dict(info)
         info.update(self._counters(), use_tool=False)
-        self.turn_count += 1
+        self.turns.tick()
         return self._limit(obs, reward, terminated, truncated, info)
 
     def _tool_step(self, tool: Tool, call: ToolCall, result: ToolResult) -> StepResult[Any]:
@@ -218,19 +224,16 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
             **self._counters(),
         }
         if self.count_tool_turns:
-            self.turn_count += 1
+            self.turns.tick()
         return self._limit(obs, reward, False, False, info)
 
     def _limit(
         self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
     ) -> StepResult[Any]:
-        limit = self.turn_limit()
-        if limit is not None and self.turn_count >= limit and not (terminated or truncated):
-            truncated = True
-            info["turn_limit"] = True
-        if terminated or truncated:
+        result = self.turns.cut((obs, reward, terminated, truncated, info))
+        if result[2] or result[3]:
             self._needs_reset = True
-        return obs, reward, terminated, truncated, info
+        return result
 
     def spawn(self, same_state: bool = False) -> Self:
         """A copy with its own tools; unless ``same_state``, it must be reset before a step."""
