@@ -16,7 +16,9 @@ the engine then tokenises that text itself and the record says so
 
 Failures: a backend either raises :class:`~gemgym.errors.BackendError` (or any exception) or
 returns a :class:`Generation` with ``finish_reason="error"`` and an ``error`` message; in both
-cases the engine ends only that request's episode, recorded as an error, never the batch.
+cases the engine ends only that request's episode, recorded as an error, never the batch. A
+generation with no tokens and ``finish_reason="length"`` means the prompt did not fit the
+model's context: the engine ends the episode as truncated (``truncation="context"``).
 
 Log-probs: ``Generation.logprobs[i]`` is the log-probability of ``token_ids[i]`` under the
 model's own next-token distribution (log-softmax of the raw logits, before temperature and
@@ -131,7 +133,8 @@ class Generation:
             model sampled it).
         logprobs: ``logprobs[i]`` is the log-probability of ``token_ids[i]`` (raw model
             distribution, see the module docstring); ``None`` when the backend cannot say.
-        text: the decoded text of ``token_ids`` (special tokens kept).
+        text: the decoded text of ``token_ids``, special tokens skipped (as vLLM returns it);
+            this is the action the env gets.
         finish_reason: ``"stop"``, ``"length"`` or ``"error"``.
         error: what went wrong when ``finish_reason == "error"``.
         retokenized: ``True`` when ``token_ids`` were not returned by the engine but made by
