@@ -1,8 +1,10 @@
 """The trainer's settings: :class:`TrainConfig`, its validation, and :func:`config_from_dict`.
 
-The settings are one flat dataclass (checkpoints, ``final.json`` and the benchmark scripts store
-it as a flat dict); :data:`SECTIONS` groups its fields by what they control, which is also how
-``gemgym train --help`` lists their flags.
+The settings are one dataclass whose fields :data:`SECTIONS` groups by what they control
+(run, policy, rl, ppo, entropy, kl, sampling, sft, evaluation): :meth:`TrainConfig.sections` gives
+the nested form, :func:`config_from_dict` reads it back (or the flat form that checkpoints and
+``final.json`` store), and ``gemgym train --help`` lists the flags by section. Validation is the
+same whichever form a config comes from.
 """
 
 from __future__ import annotations
@@ -208,7 +210,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "threads",
         "overlap",
     ),
-    "model": (
+    "policy": (
         "model",
         "n_layer",
         "n_embd",
@@ -247,9 +249,36 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 
 
 def config_from_dict(d: dict[str, Any]) -> TrainConfig:
-    """A :class:`TrainConfig` from a dict (unknown keys are an error)."""
+    """A :class:`TrainConfig` from a dict, flat or nested by :data:`SECTIONS` (or both).
+
+    ``{"rl": {"lr": 3e-4}, "kl": {"kl_coef": 0.01}, "env_id": "..."}`` and the flat
+    ``{"lr": 3e-4, "kl_coef": 0.01, "env_id": "..."}`` give the same config, validated alike
+    (:meth:`TrainConfig.sections` is the nested form). Unknown keys, a field under the wrong
+    section and a field given twice are errors.
+    """
     names = {f.name for f in fields(TrainConfig)}
-    unknown = set(d) - names
+    flat: dict[str, Any] = {}
+    for key, value in d.items():
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"section {key!r} must be a dict of its settings, got {value!r}")
+            wrong = sorted(set(value) - set(SECTIONS[key]))
+            if wrong:
+                raise ConfigError(
+                    f"{wrong} are not settings of section {key!r}; its settings: "
+                    f"{list(SECTIONS[key])}"
+                )
+            items = list(value.items())
+        else:
+            items = [(key, value)]
+        for name, v in items:
+            if name in flat:
+                raise ConfigError(f"training setting {name!r} is given twice")
+            flat[name] = v
+    unknown = set(flat) - names
     if unknown:
-        raise ConfigError(f"unknown training settings {sorted(unknown)}; valid: {sorted(names)}")
-    return TrainConfig(**d)
+        raise ConfigError(
+            f"unknown training settings {sorted(unknown)}; valid: {sorted(names)} "
+            f"(or nested under the sections {list(SECTIONS)})"
+        )
+    return TrainConfig(**flat)
