@@ -27,11 +27,11 @@ from gemgym.core import (
     RewardWrapper,
     Wrapper,
 )
-from gemgym.registry import EnvSpec, list_envs, make, make_vec, print_envs, register, spec
+from gemgym.registry import EnvSpec, list_envs, make, print_envs, register, spec
 
 if TYPE_CHECKING:
     from gemgym.experience import Episode, Transition, read_jsonl, rollout, write_jsonl
-    from gemgym.vector import AutoresetMode, VectorEnv
+    from gemgym.vector import AutoresetMode, VectorEnv, make_vec
 
 __version__ = "0.1.0"
 
@@ -72,6 +72,7 @@ _LAZY = {
     "write_jsonl": "gemgym.experience",
     "AutoresetMode": "gemgym.vector",
     "VectorEnv": "gemgym.vector",
+    "make_vec": "gemgym.vector",
 }
 
 

@@ -99,7 +99,7 @@ class Collector:
         if group_size < 1:
             raise ConfigError(f"group_size must be >= 1, got {group_size}")
         if isinstance(env, str):
-            from gemgym.registry import make_vec
+            from gemgym.vector import make_vec
 
             self.env = make_vec(env, num_envs, autoreset_mode="disabled", **(env_kwargs or {}))
             self._owned = True

@@ -17,6 +17,7 @@ from gemgym.vector.base import (
     EnvRecipe,
     VecStep,
     VectorEnv,
+    make_vec,
     make_vector_env,
 )
 from gemgym.vector.sync import SyncVectorEnv
@@ -31,6 +32,7 @@ __all__ = [
     "ThreadVectorEnv",
     "VecStep",
     "VectorEnv",
+    "make_vec",
     "make_vector_env",
 ]
 

@@ -31,6 +31,7 @@ __all__ = [
     "StepTuple",
     "VecStep",
     "VectorEnv",
+    "make_vec",
     "make_vector_env",
 ]
 
@@ -370,3 +371,66 @@ def make_vector_env(
         raise ConfigError(f"unknown vector backend {backend!r}; use one of {list(BACKENDS)}")
     check_kwargs(cls, backend_options, f"the {backend!r} vector backend")
     return cls(recipes, autoreset_mode=autoreset_mode, **backend_options)
+
+
+def make_vec(
+    env_ids: str | Sequence[str],
+    num_envs: int | None = None,
+    *,
+    wrappers: Sequence[WrapperFactory] | None = None,
+    vec_kwargs: Sequence[Mapping[str, Any]] | None = None,
+    backend: str = "sync",
+    autoreset_mode: Any = None,
+    backend_options: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    async_mode: bool = False,
+    **kwargs: Any,
+) -> VectorEnv:
+    """Build a vector of envs, GEM-style (``gemgym.make_vec``; see :mod:`gemgym.vector`).
+
+    Args:
+        env_ids: one id (repeated ``num_envs`` times) or one id per env (mixed ids are allowed).
+        num_envs: number of envs when ``env_ids`` is a single id (default 1).
+        wrappers: wrapper factories applied to every env.
+        vec_kwargs: per-env keyword arguments, one mapping per env.
+        backend: ``"sync"`` (a loop in this process), ``"thread"``, ``"process"`` or ``"ray"``
+            (see :mod:`gemgym.vector`).
+        autoreset_mode: ``"next_step"``, ``"same_step"`` (default) or ``"disabled"``.
+        backend_options: options of the backend, e.g. ``{"num_workers": 2, "step_timeout": 30}``
+            for ``"process"``.
+        seed: GEM compatibility: seed env ``i`` with ``seed + i`` right away (the envs are reset
+            once); later unseeded resets continue each env's seeded stream.
+        async_mode: GEM compatibility: ``True`` selects the ``"thread"`` backend.
+        **kwargs: keyword arguments for every env.
+    """
+    # Only make_vec's own parameters are checked here; the ids, the per-env kwargs, the backend
+    # and its options are checked by make_vector_env, the one place for both entry points.
+    if num_envs is not None and (
+        isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1
+    ):
+        raise ConfigError(f"num_envs must be a positive int, got {num_envs!r}")
+    if isinstance(env_ids, str):
+        ids = [env_ids] * (1 if num_envs is None else num_envs)
+    else:
+        ids = list(env_ids)
+        if num_envs is not None and num_envs != len(ids):
+            raise ConfigError(
+                f"num_envs={num_envs} but {len(ids)} env ids were given; "
+                "pass one id with num_envs, or a list of ids without it"
+            )
+    per_env = [{**kwargs, **vk} for vk in vec_kwargs] if vec_kwargs is not None else None
+    if per_env is None and kwargs:
+        per_env = [dict(kwargs) for _ in ids]
+    if async_mode and backend == "sync":
+        backend = "thread"
+    venv = make_vector_env(
+        ids,
+        per_env,
+        wrappers=wrappers,
+        backend=backend,
+        autoreset_mode=autoreset_mode,
+        **dict(backend_options or {}),
+    )
+    if seed is not None:
+        venv.reset(seed=seed)
+    return venv
