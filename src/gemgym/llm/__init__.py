@@ -4,6 +4,10 @@
   ids and/or chat messages with :class:`SamplingParams`, returning a :class:`Generation`);
 * :mod:`gemgym.llm.record`: the :class:`TokenEpisode` record (ids, log-probs, loss mask,
   rewards, finish reasons), JSONL in and out, token-level advantages;
+* :mod:`gemgym.llm.render`: chat rendering that never re-tokenises sampled text;
+* :mod:`gemgym.llm.transformers_backend`: a local Hugging Face model as a backend;
+* :mod:`gemgym.llm.rollout`: the engine (:func:`rollout_tokens`): many episodes in flight over
+  a vector env, each turn sent as soon as its env step returns;
 * :mod:`gemgym.llm.testing`: tiny random-initialised chat models for tests.
 
 Everything heavy (torch, transformers) is imported only where used
@@ -32,7 +36,10 @@ if TYPE_CHECKING:
         token_advantages,
         write_token_jsonl,
     )
+    from gemgym.llm.render import ChatRenderer, RenderDiff, compare_with_full_render
+    from gemgym.llm.rollout import RolloutStats, arollout_tokens, rollout_tokens
     from gemgym.llm.testing import build_tiny_chat_model
+    from gemgym.llm.transformers_backend import TransformersBackend
 
 _EXPORTS: dict[str, str] = {
     "Backend": "gemgym.llm.backend",
@@ -46,20 +53,34 @@ _EXPORTS: dict[str, str] = {
     "read_token_jsonl": "gemgym.llm.record",
     "token_advantages": "gemgym.llm.record",
     "write_token_jsonl": "gemgym.llm.record",
+    "ChatRenderer": "gemgym.llm.render",
+    "RenderDiff": "gemgym.llm.render",
+    "compare_with_full_render": "gemgym.llm.render",
+    "RolloutStats": "gemgym.llm.rollout",
+    "arollout_tokens": "gemgym.llm.rollout",
+    "rollout_tokens": "gemgym.llm.rollout",
     "build_tiny_chat_model": "gemgym.llm.testing",
+    "TransformersBackend": "gemgym.llm.transformers_backend",
 }
 
 __all__ = [
     "Backend",
     "BackendCapabilities",
+    "ChatRenderer",
     "FinishReason",
     "Generation",
     "GenerationRequest",
+    "RenderDiff",
+    "RolloutStats",
     "SamplingParams",
     "TokenEpisode",
     "TokenTurn",
+    "TransformersBackend",
+    "arollout_tokens",
     "build_tiny_chat_model",
+    "compare_with_full_render",
     "read_token_jsonl",
+    "rollout_tokens",
     "token_advantages",
     "write_token_jsonl",
 ]
