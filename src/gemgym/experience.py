@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 from gemgym.agents.base import Agent
 from gemgym.core import Env, Image, MultimodalObservation
 from gemgym.errors import ConfigError
+from gemgym.prompting import model_view
 
 if TYPE_CHECKING:
     from gemgym.vector import VectorEnv
@@ -220,7 +221,9 @@ def play(
         seeds: one reset seed per episode (``None``: the slot's own random stream).
         act: ``act(slots, episodes, observations) -> actions``: one action for each slot in
             ``slots`` (the slots with an episode in progress, ascending), given the episodes
-            in progress there and their latest observations.
+            in progress there and their latest observations as a model should see them
+            (:func:`gemgym.prompting.model_view`: the observation with the board or state the
+            env keeps in ``info["suffix"]``). The episodes keep the raw observations and infos.
         env_id: the ``env_id`` of every episode (default: the id of the slot's env).
         max_turns: cut an episode after this many turns (it is then not ``done``).
         on_start: called with the slots where new episodes were just reset.
@@ -231,6 +234,7 @@ def play(
     n = venv.num_envs
     running: list[Episode | None] = [None] * n
     obs: list[Any] = [None] * n
+    last_info: list[dict[str, Any]] = [{} for _ in range(n)]
     next_job = 0
 
     def start(slots: list[int]) -> None:
@@ -248,6 +252,7 @@ def play(
             eid = venv.env_ids[s] if env_id is None else env_id
             running[s] = Episode(eid, k, seeds[k], o, reset_info=info)
             obs[s] = o
+            last_info[s] = info
         if on_start is not None:
             on_start(slots)
 
@@ -259,7 +264,7 @@ def play(
         if not active:
             return
         eps = [e for e in running if e is not None]
-        actions = list(act(active, eps, [obs[s] for s in active]))
+        actions = list(act(active, eps, [model_view(obs[s], last_info[s]) for s in active]))
         if len(actions) != len(active):
             raise ConfigError(f"policy returned {len(actions)} actions for {len(active)} inputs")
         new_obs, rewards, terms, truncs, infos = venv.step(dict(zip(active, actions, strict=True)))
@@ -271,6 +276,7 @@ def play(
                 Transition(obs[s], actions[j], float(rewards[j]), te, tr, infos[j], new_obs[j])
             )
             obs[s] = new_obs[j]
+            last_info[s] = infos[j]
             if te or tr or (max_turns is not None and ep.length >= max_turns):
                 running[s] = None
                 ended.append(s)

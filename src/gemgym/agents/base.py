@@ -21,6 +21,10 @@ class Agent(Protocol):
     the episodes, and :meth:`start_episodes` tells the agent which slots begin a new episode (so
     stateful agents, like a chat agent that keeps the conversation, can forget the old one).
 
+    The observations are what a model is shown (:func:`gemgym.prompting.model_view`: each
+    observation with the board or state its env keeps in ``info["suffix"]``), so an LLM agent
+    sends them as they are and never plays blind.
+
     An agent gets observations and slot ids, never env objects, so it runs on every vector
     backend (the envs may live in worker processes or Ray actors). An agent that asks the env
     itself (an expert, a random-action sampler) reads it through ``venv``, e.g.

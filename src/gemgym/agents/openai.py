@@ -2,7 +2,9 @@
 
 >>> agent = OpenAIAgent(model="Qwen/Qwen3-4B", base_url="http://localhost:8000/v1")  # doctest: +SKIP
 
-The agent keeps one conversation per slot: each observation is sent as a user message and each
+The agent keeps one conversation per slot: each observation is sent as a user message (as
+:func:`gemgym.prompting.model_view` shows it: with the board the env keeps in ``info["suffix"]``,
+which :func:`gemgym.experience.play` adds before calling the agent) and each
 reply is kept as the assistant message, so a multi-turn game is played as one chat. When the env
 already returns chat messages (:class:`~gemgym.wrappers.ChatHistory`), they are sent as they are.
 Requests of a batch go out concurrently; the client retries transient failures and times out.
@@ -65,6 +67,8 @@ class OpenAIAgent(BaseAgent):
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.keep_history = keep_history
+        self.timeout = timeout
+        self.max_retries = max_retries
         self._client = openai.OpenAI(
             base_url=self.base_url,
             api_key=os.environ.get(api_key_env) or "EMPTY",
@@ -102,6 +106,12 @@ class OpenAIAgent(BaseAgent):
                 temperature=self.temperature,
                 max_tokens=self.max_tokens,
             )
+        except self._openai.APITimeoutError as e:  # a subclass of APIConnectionError
+            raise AgentError(
+                f"the LLM server at {self.base_url or 'the OpenAI API'} did not answer within "
+                f"{self.timeout:g} s ({self.max_retries + 1} tries); it may be overloaded or "
+                "hung: raise --timeout, or lower the batch size"
+            ) from e
         except self._openai.APIConnectionError as e:
             raise AgentError(
                 f"cannot reach the LLM server at {self.base_url or 'the OpenAI API'}: {e}. "
@@ -109,8 +119,6 @@ class OpenAIAgent(BaseAgent):
             ) from e
         except self._openai.APIStatusError as e:
             raise AgentError(f"the LLM server answered {e.status_code}: {e.message}") from e
-        except self._openai.APITimeoutError as e:  # pragma: no cover - subclass of connection
-            raise AgentError(f"the LLM server timed out: {e}") from e
         choice = resp.choices[0].message.content if resp.choices else None
         return choice or ""
 

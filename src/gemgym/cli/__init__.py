@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "info": ("gemgym.cli.info", "show an env's card (rules, actions, rewards)"),
     "play": ("gemgym.cli.play", "play an env yourself in the terminal"),
     "run": ("gemgym.cli.run", "run an agent on an env and summarise the episodes"),
+    "eval": ("gemgym.cli.eval", "evaluate an agent on env suites (pass@k, reports, --resume)"),
     "train": ("gemgym.cli.train", "train a causal-LM policy with RL (needs gemgym[train])"),
     "serve-retriever": ("gemgym.cli.serve_retriever", "serve a search corpus over HTTP"),
 }

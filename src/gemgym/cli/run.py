@@ -41,15 +41,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=float, default=0.7)
     g.add_argument("--max-tokens", type=int, default=1024)
     g.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    g.add_argument("--max-retries", type=int, default=2, help="retries of a failed request")
     g.add_argument("--system-prompt", default=None)
 
 
-def _env_kwargs(items: list[str]) -> dict[str, Any]:
+def parse_kv(items: list[str], flag: str = "--env-kwarg") -> dict[str, Any]:
+    """``KEY=VALUE`` options as a dict (each VALUE parsed as JSON when it can be)."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--env-kwarg takes KEY=VALUE, got {item!r}")
+            raise ConfigError(f"{flag} takes KEY=VALUE, got {item!r}")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
-    env_kwargs = _env_kwargs(args.env_kwarg)
+    env_kwargs = parse_kv(args.env_kwarg)
     make(args.env_id, **env_kwargs).close()  # unknown ids and bad kwargs fail before anything
     if args.agent == "openai":
         if not args.model:
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             max_tokens=args.max_tokens,
             timeout=args.timeout,
+            max_retries=args.max_retries,
             system_prompt=args.system_prompt,
         )
         batch = args.batch_size or 16

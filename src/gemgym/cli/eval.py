@@ -1,0 +1,304 @@
+"""``gemgym eval``: evaluate an agent on suites of envs, robustly, with reports.
+
+Examples::
+
+    gemgym eval math --model Qwen/Qwen3-4B --base-url http://localhost:8000/v1 --n 4 --k 1 --k 4
+    gemgym eval games --agent oracle --tasks 20 --out runs/oracle
+    gemgym eval 'game:*-easy' eval:AIME24+python --model m --base-url URL --resume --out runs/a
+    gemgym eval rescore runs/a
+    gemgym eval compare runs/a runs/b
+
+A run folder (``--out``) holds ``episodes.jsonl``, ``run.json``, ``summary.json``, ``report.md``
+and ``report.html``. Exit status: 0 when every episode was scored, 1 when some failed (they are
+listed in the report; ``--resume`` plays them again), 130 when interrupted (what finished is
+kept and summarised), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from gemgym.cli.run import parse_kv
+from gemgym.errors import ConfigError
+
+# the fields of run.json that decide which episodes a run plays (a resumed run must match)
+RESUME_FIELDS = ("envs", "n", "tasks", "limit", "seed", "max_turns", "env_kwargs", "agent", "model")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of ``gemgym eval``."""
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = (
+        "suites: math, math-notool, math-python, qa, qa-nosearch, qa-search, code, games, rg\n"
+        "also: gemgym eval rescore RUN   |   gemgym eval compare RUN_A RUN_B"
+    )
+    p.add_argument(
+        "specs",
+        nargs="+",
+        metavar="SPEC",
+        help="suites, env ids or globs (game:*-easy), optionally +python / +search",
+    )
+    p.add_argument("--agent", choices=["openai", "random", "oracle"], default="openai")
+    p.add_argument("--out", help="run folder (default runs/eval-YYYYmmdd-HHMMSS)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
+    p.add_argument(
+        "--k", type=int, action="append", default=None, help="pass@k to report; repeatable"
+    )
+    p.add_argument("--tasks", type=int, default=32, help="tasks of seeded envs (default 32)")
+    p.add_argument("--limit", type=int, default=None, help="at most N tasks per env")
+    p.add_argument("--seed", type=int, default=0, help="task t is seeded seed+t (default 0)")
+    p.add_argument("--concurrency", type=int, default=16, help="episodes in flight (16)")
+    p.add_argument("--max-turns", type=int, default=None, help="cut episodes after N turns")
+    p.add_argument(
+        "--env-kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword for every env (VALUE parsed as JSON when it can be); repeatable",
+    )
+    p.add_argument("--search-url", help="search server for +search envs (gemgym serve-retriever)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    g = p.add_argument_group("openai agent (any OpenAI-compatible chat server)")
+    g.add_argument("--model", help="model name served by the server")
+    g.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1")
+    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var with the API key")
+    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--max-tokens", type=int, default=None)
+    g.add_argument("--system-prompt", default=None)
+    g.add_argument(
+        "--chat-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra request field, e.g. top_k=20 or chat_template_kwargs='{...}'; repeatable",
+    )
+    g.add_argument("--no-history", action="store_true", help="send only the latest observation")
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds per request (120)")
+    g.add_argument("--max-retries", type=int, default=5, help="retries per request (5)")
+    g.add_argument(
+        "--retry-backoff", type=float, default=1.0, help="first retry waits up to N s (1)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``rescore``/``compare``, else run an evaluation."""
+    if args.specs[0] == "rescore":
+        return _rescore(args.specs[1:])
+    if args.specs[0] == "compare":
+        return _compare(args.specs[1:])
+    return _evaluate(args)
+
+
+def _rescore(rest: list[str]) -> int:
+    from gemgym.evaluation.outputs import rescore
+    from gemgym.evaluation.results import RunDir
+
+    if len(rest) != 1:
+        raise ConfigError("usage: gemgym eval rescore RUN")
+    run_dir = RunDir.open_existing(rest[0])
+    counts = rescore(run_dir)
+    print(
+        f"rescored {counts['rescored']} episodes ({counts['changed']} changed, "
+        f"{counts['skipped']} errors skipped); wrote {run_dir.summary} and {run_dir.report_html}"
+    )
+    return 0
+
+
+def _compare(rest: list[str]) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gemgym.evaluation.results import RunDir
+    from gemgym.evaluation.scoring import compare_runs
+
+    if len(rest) != 2:
+        raise ConfigError("usage: gemgym eval compare RUN_A RUN_B")
+    a, b = (RunDir.open_existing(p) for p in rest)
+    rows = compare_runs(a.read_records(), b.read_records())
+    table = Table(title=f"success: B ({rest[1]}) - A ({rest[0]}), 95% CI")
+    for col in ("env", "A", "B", "B - A", "95% CI", "paired tasks"):
+        table.add_column(col, justify="left" if col == "env" else "right")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    for r in rows:
+        delta = "-" if r["delta"] is None else f"{r['delta']:+.1%}"
+        if r["significant"]:
+            delta = f"[bold]{delta}[/]"
+        ci = "-" if r["ci"] is None else f"±{r['ci']:.1%}"
+        table.add_row(r["env"], pct(r["a"]), pct(r["b"]), delta, ci, str(r["tasks"] or "-"))
+    Console(file=sys.stdout).print(table)
+    return 0
+
+
+def _build_agent(args: argparse.Namespace) -> Any:
+    from gemgym.evaluation import agents
+
+    if args.agent == "random":
+        return agents.RandomAgent()
+    if args.agent == "oracle":
+        return agents.OracleAgent()
+    if not args.model:
+        raise ConfigError("--agent openai needs --model and --base-url")
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        raise ConfigError("--agent openai needs --base-url (or $OPENAI_BASE_URL)")
+    return agents.ChatAgent(
+        args.model,
+        base_url,
+        api_key=os.environ.get(args.api_key_env) or "EMPTY",
+        system_prompt=args.system_prompt,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        chat_options=parse_kv(args.chat_option, "--chat-option"),
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+        backoff=args.retry_backoff,
+        concurrency=args.concurrency,
+        history=not args.no_history,
+    )
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rich.console import Console
+
+    from gemgym import __version__
+    from gemgym.evaluation.outputs import write_outputs
+    from gemgym.evaluation.progress import EvalProgress
+    from gemgym.evaluation.results import RunDir
+    from gemgym.evaluation.runner import EvalConfig, Runner, pending, plan_tasks
+    from gemgym.evaluation.suites import resolve
+
+    if args.max_retries < 0 or args.timeout <= 0:
+        raise ConfigError("--max-retries must be >= 0 and --timeout > 0")
+    config = EvalConfig(
+        n=args.n,
+        ks=tuple(sorted(set(args.k or [1]))),
+        tasks=args.tasks,
+        limit=args.limit,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        max_turns=args.max_turns,
+        search_url=args.search_url,
+    )
+    env_kwargs = parse_kv(args.env_kwarg, "--env-kwarg")
+    out = args.out or time.strftime("runs/eval-%Y%m%d-%H%M%S")
+    run_dir = RunDir(out)
+    if run_dir.exists() and not args.resume:
+        raise ConfigError(
+            f"{out} already holds a run; pass --resume to finish it, or choose another --out"
+        )
+    envs = resolve(args.specs, env_kwargs)
+    run: dict[str, Any] = {
+        "specs": list(args.specs),
+        "envs": [e.name for e in envs],
+        "agent": args.agent,
+        "model": args.model if args.agent == "openai" else None,
+        "base_url": args.base_url if args.agent == "openai" else None,
+        "n": config.n,
+        "ks": list(config.ks),
+        "tasks": config.tasks,
+        "limit": config.limit,
+        "seed": config.seed,
+        "max_turns": config.max_turns,
+        "env_kwargs": env_kwargs,
+        "search_url": config.search_url,
+        "sampling": {
+            "temperature": args.temperature,
+            "top_p": args.top_p,
+            "max_tokens": args.max_tokens,
+        },
+        "system_prompt": args.system_prompt,
+        "chat_options": parse_kv(args.chat_option, "--chat-option"),
+        "gemgym_version": __version__,
+    }
+    done: list[dict[str, Any]] = []
+    if args.resume and run_dir.exists():
+        old = run_dir.read_config()
+        diff = [f for f in RESUME_FIELDS if f in old and old[f] != run[f]]
+        if diff:
+            raise ConfigError(
+                f"{out} was run with other settings ({', '.join(diff)}); resume it with the same "
+                "ones, or choose another --out"
+            )
+        done = run_dir.read_records()
+    tasks, made = plan_tasks(envs, config)
+    todo = pending(tasks, done)
+    agent = _build_agent(args)
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    run_dir.write_json(run_dir.config, run)
+    run_dir.open_for_append()
+    totals: dict[str, int] = {}
+    for t in tasks:
+        totals[t.env.name] = totals.get(t.env.name, 0) + 1
+    console = Console(stderr=True)
+    if done and not args.quiet:
+        console.print(f"resuming {out}: {len(tasks) - len(todo)} of {len(tasks)} episodes done")
+    progress = EvalProgress(totals, done, enabled=not args.quiet)
+    runner = Runner(agent, config, run_dir, on_record=progress.update, envs=made)
+
+    async def go() -> None:
+        try:
+            with progress:
+                await runner.run(todo)
+        finally:
+            await agent.aclose()
+
+    status = "complete"
+    try:
+        asyncio.run(go())
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        runner.close()
+        run_dir.close()
+        result = write_outputs(run_dir, run, status=status)
+    _print_summary(result, run_dir)
+    if status == "interrupted":
+        console.print(f"interrupted: finished episodes are in {run_dir.episodes}; "
+                      f"continue with --resume --out {out}")  # fmt: skip
+        return 130
+    return 1 if result["summary"]["overall"]["errors"] else 0
+
+
+def _print_summary(result: dict[str, Any], run_dir: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = result["summary"]
+    ks = list(summary["overall"]["pass_at_k"])
+    table = Table(title="gemgym eval")
+    cols = ["env", "tasks", "episodes", "errors", "success"] + [f"pass@{k}" for k in ks]
+    for c in cols:
+        table.add_column(c, justify="left" if c == "env" else "right")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    for name, b in summary["envs"].items():
+        table.add_row(
+            name,
+            str(b["tasks"]),
+            str(b["episodes"]),
+            str(b["errors"]),
+            pct(b["success_rate"]),
+            *[pct(b["pass_at_k"][k]) for k in ks],
+        )
+    o = summary["overall"]
+    table.add_row(
+        "mean over envs", "", str(o["episodes"]), str(o["errors"]), pct(o["success_rate"]),
+        *[pct(o["pass_at_k"][k]) for k in ks],
+    )  # fmt: skip
+    Console(file=sys.stdout).print(table)
+    Console(stderr=True).print(f"report: {run_dir.report_html}", markup=False)

@@ -1,0 +1,317 @@
+"""The agents of ``gemgym eval``: one async ``act`` per episode turn.
+
+* :class:`ChatAgent`: any OpenAI-compatible chat-completions server, over one pooled async HTTP
+  client (keep-alive connections, ``concurrency`` of them), with retries (exponential backoff
+  with full jitter) and a per-request timeout;
+* :class:`BackendAgent`: any :class:`gemgym.llm.Backend` (the token-level layer's backends);
+* :class:`RandomAgent` / :class:`OracleAgent`: the env's random action / expert (baselines).
+
+An agent sees what a model is shown (:func:`gemgym.prompting.model_view`), keeps the
+conversation of each episode in its :class:`Conversation`, and reports token usage and latency.
+Each request carries a seed derived from the run seed and the episode's task, sample and turn,
+so a server that honours seeds samples the same answers whatever the concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gemgym.core import MultimodalObservation
+from gemgym.errors import AgentError, ConfigError, missing_dependency
+
+__all__ = [
+    "BackendAgent",
+    "ChatAgent",
+    "Conversation",
+    "EvalAgent",
+    "OracleAgent",
+    "RandomAgent",
+    "Reply",
+    "request_seed",
+]
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+def request_seed(*parts: object) -> int:
+    """A stable 31-bit seed from the parts (run seed, env, task, sample, turn)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+@dataclass
+class Conversation:
+    """One episode as the agent plays it: its messages and identity (for request seeds)."""
+
+    key: tuple[str, int, int]
+    env: Any
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    turn: int = 0
+
+
+@dataclass
+class Reply:
+    """One turn's action with its cost: tokens, seconds waiting, requests sent (tries)."""
+
+    action: Any
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    requests: int = 0
+
+
+class EvalAgent(Protocol):
+    """An agent of ``gemgym eval``."""
+
+    name: str
+
+    async def act(self, conv: Conversation, view: Any) -> Reply:
+        """The action for ``view`` (the observation as the model sees it) in ``conv``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+class RandomAgent:
+    """The env's ``sample_random_action()`` (a lower baseline)."""
+
+    name = "random"
+
+    async def act(self, conv: Conversation, view: Any) -> Reply:
+        return Reply(conv.env.sample_random_action())
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class OracleAgent:
+    """The env's ``expert_action()`` (an upper baseline)."""
+
+    name = "oracle"
+
+    async def act(self, conv: Conversation, view: Any) -> Reply:
+        return Reply(conv.env.expert_action())
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def _content(view: Any) -> Any:
+    return view.to_openai_content() if isinstance(view, MultimodalObservation) else view
+
+
+def _user_turn(conv: Conversation, view: Any, system_prompt: str | None, history: bool) -> None:
+    if isinstance(view, list):  # the env returns the whole chat (ChatHistory)
+        conv.messages = [dict(m) for m in view]
+        if system_prompt and not (conv.messages and conv.messages[0].get("role") == "system"):
+            conv.messages.insert(0, {"role": "system", "content": system_prompt})
+        return
+    if not history or not conv.messages:
+        conv.messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    conv.messages.append({"role": "user", "content": _content(view)})
+
+
+class ChatAgent:
+    """An OpenAI-compatible chat-completions server, asked asynchronously.
+
+    Args:
+        model: the served model's name.
+        base_url: the ``/v1`` URL.
+        api_key: sent as a bearer token (local servers accept anything).
+        system_prompt: a system message at the start of each episode.
+        temperature, top_p, max_tokens: sampling settings (``None``: the server's default).
+        seed: base of the per-request seeds (``None``: no seed is sent).
+        chat_options: more fields of the request body (``{"top_k": 20}``,
+            ``{"chat_template_kwargs": {"enable_thinking": false}}``, ...).
+        timeout: seconds one request may take before it counts as failed.
+        max_retries: retries of a failed request (HTTP 408/409/425/429/5xx, timeouts,
+            connection errors), after ``backoff * 2**attempt`` s at most (full jitter, capped at
+            ``max_backoff``).
+        concurrency: connections kept open (one per episode in flight).
+        history: send the whole episode (default) or only the latest observation.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key: str = "EMPTY",
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = 0,
+        chat_options: Mapping[str, Any] | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        concurrency: int = 16,
+        history: bool = True,
+    ) -> None:
+        if not model:
+            raise ConfigError("the openai agent needs a model name (--model)")
+        if not base_url:
+            raise ConfigError("the openai agent needs the server's URL (--base-url .../v1)")
+        if timeout <= 0 or max_retries < 0 or backoff < 0:
+            raise ConfigError("timeout must be > 0, max_retries and backoff >= 0")
+        try:
+            import httpx2
+        except ImportError as e:
+            raise missing_dependency("httpx2", "openai") from e
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.system_prompt = system_prompt
+        self.seed = seed
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.history = history
+        self._body: dict[str, Any] = {"model": model}
+        for k, v in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
+            if v is not None:
+                self._body[k] = v
+        self._body.update(chat_options or {})
+        self._httpx = httpx2
+        self._client = httpx2.AsyncClient(
+            base_url=self.base_url,
+            headers={"authorization": f"Bearer {api_key}"},
+            limits=httpx2.Limits(
+                max_connections=max(1, concurrency), max_keepalive_connections=max(1, concurrency)
+            ),
+            timeout=httpx2.Timeout(None),  # the whole request is timed below
+            trust_env=False,
+        )
+        self._jitter = random.Random()
+
+    async def act(self, conv: Conversation, view: Any) -> Reply:
+        _user_turn(conv, view, self.system_prompt, self.history)
+        body = dict(self._body, messages=conv.messages)
+        if self.seed is not None:
+            body["seed"] = request_seed(self.seed, *conv.key, conv.turn)
+        reply = await self._post(body)
+        if self.history:
+            conv.messages.append({"role": "assistant", "content": reply.action})
+        return reply
+
+    async def _post(self, body: dict[str, Any]) -> Reply:
+        data = json.dumps(body).encode()
+        headers = {"content-type": "application/json"}
+        latency = 0.0
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                cap = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+                await asyncio.sleep(self._jitter.uniform(0, cap))
+            t0 = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.timeout):
+                    resp = await self._client.post(
+                        "/chat/completions", content=data, headers=headers
+                    )
+                    raw = resp.content
+            except TimeoutError:
+                latency += time.perf_counter() - t0
+                last = (
+                    f"the LLM server at {self.base_url} did not answer within "
+                    f"{self.timeout:g} s (it is reachable but slow or hung; raise --timeout or "
+                    "lower --concurrency)"
+                )
+                continue
+            except self._httpx.TransportError as e:
+                latency += time.perf_counter() - t0
+                last = (
+                    f"cannot reach the LLM server at {self.base_url} ({type(e).__name__}: {e}); "
+                    "is it running, and is --base-url right?"
+                )
+                continue
+            latency += time.perf_counter() - t0
+            if resp.status_code != 200:
+                last = f"the LLM server answered HTTP {resp.status_code}: {raw[:300]!r}"
+                if resp.status_code in RETRY_STATUS:
+                    continue
+                raise AgentError(last)
+            try:
+                payload = json.loads(raw)
+                text = payload["choices"][0]["message"].get("content") or ""
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                raise AgentError(f"the LLM server's answer is not a chat completion: {e}") from e
+            usage = payload.get("usage") or {}
+            return Reply(
+                text,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                latency_s=latency,
+                requests=attempt + 1,
+            )
+        raise AgentError(f"{last} [gave up after {self.max_retries + 1} tries]")
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class BackendAgent:
+    """Any :class:`gemgym.llm.Backend` (vLLM, transformers, a server) as an eval agent.
+
+    The backend gets the chat messages of the episode (``prompt_ids=None``: the text path) and
+    the sampling settings; a failed generation raises, so the episode is recorded as an error.
+    """
+
+    name = "backend"
+
+    def __init__(
+        self,
+        backend: Any,
+        *,
+        sampling: Any = None,
+        system_prompt: str | None = None,
+        seed: int | None = 0,
+        history: bool = True,
+    ) -> None:
+        from gemgym.llm.backend import SamplingParams
+
+        self.backend = backend
+        self.sampling = sampling if sampling is not None else SamplingParams()
+        self.system_prompt = system_prompt
+        self.seed = seed
+        self.history = history
+        self.name = f"backend:{getattr(backend, 'name', type(backend).__name__)}"
+
+    async def act(self, conv: Conversation, view: Any) -> Reply:
+        from gemgym.llm.backend import GenerationRequest
+
+        _user_turn(conv, view, self.system_prompt, self.history)
+        sampling = self.sampling
+        if self.seed is not None:
+            sampling = sampling.replace(seed=request_seed(self.seed, *conv.key, conv.turn))
+        t0 = time.perf_counter()
+        gen = await self.backend.generate(
+            GenerationRequest(prompt_ids=None, messages=list(conv.messages), sampling=sampling)
+        )
+        if gen.finish_reason == "error":
+            raise AgentError(f"the backend failed: {gen.error}")
+        if self.history:
+            conv.messages.append({"role": "assistant", "content": gen.text})
+        return Reply(
+            gen.text,
+            prompt_tokens=int(gen.prompt_tokens),
+            completion_tokens=int(gen.completion_tokens),
+            latency_s=gen.latency_s or time.perf_counter() - t0,
+            requests=1,
+        )
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
