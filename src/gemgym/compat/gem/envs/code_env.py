@@ -1,0 +1,13 @@
+"""``gem.envs.code_env``: GEM's ``CodeEnv`` backed by gemgym's ``gemgym.envs.code:CodeEnv``."""
+
+from __future__ import annotations
+
+from gemgym.compat.gem._adapt import AdaptedEnv
+
+__all__ = ["CodeEnv"]
+
+
+class CodeEnv(AdaptedEnv):
+    """GEM's constructor keywords over gemgym's ``gemgym.envs.code:CodeEnv``."""
+
+    gemgym_entry_point = "gemgym.envs.code:CodeEnv"

@@ -1,0 +1,1 @@
+"""``gem.envs.game_env``: GEM's language games, backed by gemgym's (``gemgym.envs.games``)."""

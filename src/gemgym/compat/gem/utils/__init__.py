@@ -1,0 +1,1 @@
+"""``gem.utils``: GEM's helpers, backed by gemgym's."""

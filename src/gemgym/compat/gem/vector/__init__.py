@@ -1,0 +1,1 @@
+"""``gem.vector``: GEM's vector envs over gemgym's (``sync`` and ``thread`` backends)."""

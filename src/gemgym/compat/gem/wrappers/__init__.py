@@ -1,0 +1,1 @@
+"""``gem.wrappers``: GEM's wrappers over gemgym's history and statistics wrappers."""
