@@ -236,7 +236,7 @@ def test_vllm_sends_ids_and_reads_ids_and_logprobs(server: ScriptedServer) -> No
     assert path == "/v1/completions"  # the /v1 of base_url is not doubled
     assert body["prompt"] == prompt and body["model"] == "tiny"
     assert body["logprobs"] == 0 and body["return_token_ids"] is True
-    assert body["return_tokens_as_token_ids"] is True and body["skip_special_tokens"] is False
+    assert body["return_tokens_as_token_ids"] is True
     assert body["include_stop_str_in_output"] is True
     assert body["temperature"] == 0.0 and body["stop"] == ["</answer>"] and body["seed"] == 3
 
@@ -387,7 +387,7 @@ def test_sglang_generate(server: ScriptedServer) -> None:
     assert path == "/generate" and body["input_ids"] == prompt and body["return_logprob"]
     sp = body["sampling_params"]
     assert sp["max_new_tokens"] == 16 and sp["temperature"] == 0.7 and sp["top_p"] == 0.9
-    assert sp["sampling_seed"] == 11 and sp["top_k"] == 5 and sp["skip_special_tokens"] is False
+    assert sp["sampling_seed"] == 11 and sp["top_k"] == 5
 
 
 def test_sglang_length_overflow_and_500s(server: ScriptedServer) -> None:

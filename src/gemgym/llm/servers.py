@@ -406,8 +406,8 @@ class VLLMBackend(ServerBackend):
 
     The request asks for ``prompt`` as ids, ``logprobs: 0`` (the sampled token's log-prob),
     ``return_token_ids`` and ``return_tokens_as_token_ids`` (either gives the ids; vLLM before
-    0.10.2 has only the second), ``skip_special_tokens: false`` and
-    ``include_stop_str_in_output: true`` (so that the text is that of the ids). vLLM's default
+    0.10.2 has only the second) and ``include_stop_str_in_output: true`` (so that the text is
+    that of the ids, special tokens skipped). vLLM's default
     ``--logprobs-mode raw_logprobs`` returns log-probs of the raw model distribution, as the
     :class:`~gemgym.llm.backend.Generation` contract asks. ``extra`` adds fields to every
     request (e.g. ``{"top_k": 20}``).
@@ -424,8 +424,6 @@ class VLLMBackend(ServerBackend):
             "logprobs": 0,
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
-            "skip_special_tokens": False,
-            "spaces_between_special_tokens": False,
             "include_stop_str_in_output": True,
             **self.extra,
         }
@@ -464,7 +462,7 @@ class SGLangBackend(ServerBackend):
     ``meta_info.output_token_logprobs`` (``[log-prob, id, text]`` per token) out.
 
     Sampling fields go in ``sampling_params`` (``max_new_tokens``, ``temperature``, ``top_p``,
-    ``stop``, ``sampling_seed``), with ``skip_special_tokens: false`` and ``no_stop_trim: true``.
+    ``stop``, ``sampling_seed``), with ``no_stop_trim: true`` (the text keeps a matched stop string).
     SGLang's log-probs are those of the distribution it sampled from (after temperature) unless
     the server runs with ``SGLANG_RETURN_ORIGINAL_LOGPROB=1``; sample at temperature 1, or set
     that, for log-probs of the raw model distribution. ``extra`` adds fields to
@@ -480,7 +478,6 @@ class SGLangBackend(ServerBackend):
             "max_new_tokens": s.max_tokens,
             "temperature": s.temperature,
             "top_p": s.top_p,
-            "skip_special_tokens": False,
             "no_stop_trim": True,
         }
         if s.stop:
