@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "eval": ("gemgym.cli.eval", "evaluate an agent on env suites (pass@k, reports, --resume)"),
     "train": ("gemgym.cli.train", "train a causal-LM policy with RL (needs gemgym[train])"),
     "serve-retriever": ("gemgym.cli.serve_retriever", "serve a search corpus over HTTP"),
+    "gem-run": ("gemgym.cli.gem_run", "run a GEM script unchanged (import gem -> gemgym)"),
 }
 
 
