@@ -310,7 +310,7 @@ def test_server_down_says_cannot_connect() -> None:
 def test_requests_run_concurrently_up_to_the_limit_and_fail_alone(
     server: ScriptedServer,
 ) -> None:
-    server.delay_s = 0.05
+    server.delay_s = 0.2  # long enough for requests to overlap on a busy machine
     backend = VLLMBackend(server.url, max_concurrency=4, retry=FAST)
     prompts = [[i + 1, 2 * i] for i in range(12)]
     prompts[5] = [999]  # refused: only this request fails
@@ -321,15 +321,12 @@ def test_requests_run_concurrently_up_to_the_limit_and_fail_alone(
         finally:
             await backend.aclose()
 
-    t0 = time.perf_counter()
     gens = run(go())
-    elapsed = time.perf_counter() - t0
     assert [g.finish_reason for g in gens].count("error") == 1 and gens[5].finish_reason == "error"
     for p, g in zip(prompts, gens, strict=True):
         if p != [999]:
             assert g.token_ids == model_reply(p, 16)[0]  # each reply to its own request
-    assert 2 <= server.max_in_flight <= 4
-    assert elapsed < 12 * 0.05  # not one after the other
+    assert 2 <= server.max_in_flight <= 4  # concurrent, never past the limit
 
 
 def test_backend_works_across_event_loops(server: ScriptedServer) -> None:
