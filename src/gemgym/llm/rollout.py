@@ -108,6 +108,7 @@ async def arollout_tokens(
     request_timeout: float | None = None,
     on_episode: Callable[[TokenEpisode], None] | None = None,
     stats: RolloutStats | None = None,
+    vector_backend: str = "sync",
     **make_kwargs: Any,
 ) -> list[TokenEpisode]:
     """Play ``episodes`` episodes with ``backend``; returns them ordered by index.
@@ -130,6 +131,9 @@ async def arollout_tokens(
         request_timeout: seconds a request may take before its episode ends as an error.
         on_episode: called with each episode as it ends.
         stats: filled with where the wall time went.
+        vector_backend: the vector env's backend when ``env`` is an id or an env (``"sync"``,
+            ``"thread"``, ``"process"``, ``"ray"``).
+        make_kwargs: keyword arguments of ``gemgym.make`` (``wrappers=`` included).
     """
     from gemgym.vector import VectorEnv, make_vector_env
 
@@ -156,12 +160,18 @@ async def arollout_tokens(
         venv, owned = env, False
     else:
         n = max(1, min(batch_size, episodes))
+        wrappers = make_kwargs.pop("wrappers", None)
+        opts: dict[str, Any] = {
+            "wrappers": wrappers,
+            "backend": vector_backend,
+            "autoreset_mode": "disabled",
+        }
         if isinstance(env, str):
-            venv = make_vector_env([env] * n, [make_kwargs] * n, autoreset_mode="disabled")
+            venv = make_vector_env([env] * n, [make_kwargs] * n, **opts)
         else:
             if make_kwargs:
                 raise ConfigError("make_kwargs are only used when env is an id")
-            venv = make_vector_env(env_fns=[env.spawn] * n, autoreset_mode="disabled")
+            venv = make_vector_env(env_fns=[env.spawn] * n, **opts)
         owned = True
     engine = _Engine(backend, renderer, params, max_turns, request_timeout, st)
     results: list[TokenEpisode | None] = [None] * episodes
