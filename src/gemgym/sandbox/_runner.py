@@ -372,6 +372,18 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
     return response
 
 
+def take_protocol_fds() -> tuple[int, int]:
+    """Move the protocol's stdin and stdout out of the way (``/dev/null`` takes their place, so
+    nothing a child prints can reach the host); return their new descriptors."""
+    proto_in = os.dup(0)
+    proto_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    return proto_in, proto_out
+
+
 def main_server(isolated: bool = True) -> None:
     """Answer run requests (``<4-byte big-endian length><json>``) until stdin closes.
 
@@ -385,12 +397,7 @@ def main_server(isolated: bool = True) -> None:
     isolated = isolated and os.getpid() == 1
     # Python handles SIGINT; PID 1 would receive it from inside its namespace. Default: ignored.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    proto_in = os.dup(0)
-    proto_out = os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+    proto_in, proto_out = take_protocol_fds()
     _set_not_dumpable()
     # Import what the forked children use once, here, rather than in every child.
     import builtins  # noqa: F401

@@ -131,11 +131,17 @@ def _python_dirs(python: str) -> list[str]:
 
 
 def bwrap_argv(
-    python: str, limits: Limits, ro_paths: Sequence[str] = (), seccomp_fd: int | None = None
+    python: str,
+    limits: Limits,
+    ro_paths: Sequence[str] = (),
+    seccomp_fd: int | None = None,
+    mounts: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line (without the program) for ``python`` under ``limits``.
 
     ``seccomp_fd``: an fd the compiled seccomp program can be read from (inherited by bwrap).
+    ``mounts``: further bubblewrap mount options, applied after the system directories and
+    before everything is made read-only (a shell session's workspace and its hidden tests).
     """
     exe = bwrap_binary() or "bwrap"
     args = [exe, "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1"]
@@ -163,6 +169,7 @@ def bwrap_argv(
             raise ConfigError(f"sandbox path {d!r} does not exist")
         args += ["--ro-bind", d, d]
         bound.append(d)
+    args += list(mounts)
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
     if seccomp_fd is not None:
         args += ["--seccomp", str(int(seccomp_fd))]

@@ -1,0 +1,1 @@
+cat /app/logs/*.log | grep -c 'ERROR' > /app/error_count.txt

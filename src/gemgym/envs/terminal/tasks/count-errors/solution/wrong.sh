@@ -1,0 +1,1 @@
+grep -ci 'error' /app/logs/a.log > /app/error_count.txt

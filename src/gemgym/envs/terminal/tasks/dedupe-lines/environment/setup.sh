@@ -1,0 +1,1 @@
+printf '%s\n' pear apple pear fig apple kiwi fig banana kiwi cherry pear > words.txt

@@ -1,0 +1,1 @@
+awk '!seen[$0]++' /app/words.txt > /app/unique.txt

@@ -1,0 +1,1 @@
+sort -u /app/words.txt > /app/unique.txt

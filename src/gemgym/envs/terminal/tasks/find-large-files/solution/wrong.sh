@@ -1,0 +1,1 @@
+find /app/data -maxdepth 1 -type f -size +1024c | sort > /app/large.txt

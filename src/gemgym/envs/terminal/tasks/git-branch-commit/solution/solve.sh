@@ -1,0 +1,4 @@
+cd /app/repo
+git checkout -b feature
+git add -A
+git commit -m 'Add greeting'

@@ -1,0 +1,4 @@
+cd /app/repo
+git add -A
+git commit -m 'Add greeting'
+git branch feature

@@ -1,0 +1,1 @@
+grep '^password=' /app/repo/db.conf | cut -d= -f2 > /app/password.txt

@@ -1,0 +1,2 @@
+cd /app/repo
+git reset --hard HEAD~3

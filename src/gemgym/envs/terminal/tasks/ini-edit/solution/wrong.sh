@@ -1,0 +1,1 @@
+sed -i 's/^port = .*/port = 8080/' /app/config.ini

@@ -1,0 +1,1 @@
+cd /app && diff -ruN old new > changes.patch; true

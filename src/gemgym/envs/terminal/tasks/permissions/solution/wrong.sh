@@ -1,0 +1,2 @@
+chmod +x /app/bin/*
+chmod 640 /app/secret.txt

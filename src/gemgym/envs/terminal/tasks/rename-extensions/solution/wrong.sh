@@ -1,0 +1,1 @@
+cd /app/photos && for f in *.jpeg; do mv "$f" "${f%.jpeg}.jpg"; done

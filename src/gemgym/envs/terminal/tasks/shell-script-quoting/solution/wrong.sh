@@ -1,0 +1,1 @@
+sed -i 's/mkdir -p $dest/mkdir -p "$dest"/' /app/archive.sh

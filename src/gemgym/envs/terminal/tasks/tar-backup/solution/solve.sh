@@ -1,0 +1,1 @@
+cd /app && tar -czf backup.tar.gz --exclude='*.log' --exclude='node_modules' project

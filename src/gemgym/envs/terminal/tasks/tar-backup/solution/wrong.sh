@@ -1,0 +1,1 @@
+cd /app && tar -czf backup.tar.gz --exclude='node_modules' project/*

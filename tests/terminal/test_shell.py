@@ -1,0 +1,108 @@
+"""The sandboxed shell session behind the terminal envs (a real bubblewrap sandbox)."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gemgym.errors import SandboxError
+from gemgym.sandbox import Limits
+from gemgym.sandbox.bwrap import bwrap_available
+from gemgym.sandbox.shell import ShellSession, decode_keys
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+
+
+@pytest.fixture(scope="module")
+def shell() -> Iterator[ShellSession]:
+    with ShellSession(Limits(timeout=5, max_processes=32)) as session:
+        yield session
+
+
+def test_commands_share_one_shell(shell: ShellSession) -> None:
+    assert shell.run("echo hi").output == "hi\n"
+    r = shell.run("cd /tmp && export GREETING=hello; false")
+    assert r.exit_status == 1
+    r = shell.run("echo $GREETING; pwd")
+    assert (r.output, r.exit_status) == ("hello\n/tmp\n", 0)
+    shell.run("cd /app")
+
+
+def test_multiline_commands_and_heredocs(shell: ShellSession) -> None:
+    r = shell.run("for i in 1 2; do\n  echo n$i\ndone\ncat <<'X'\n$NOT_EXPANDED\nX")
+    assert r.output == "n1\nn2\n$NOT_EXPANDED\n"
+    assert shell.run("if then fi").exit_status == 2  # a syntax error, not a hang
+
+
+def test_the_sandbox_is_hardened(shell: ShellSession) -> None:
+    assert shell.run("id -u").output.strip() != "0" or os.geteuid() != 0
+    assert shell.run("touch /usr/x").exit_status != 0  # read-only system
+    assert shell.run("ls /root /home /work 2>/dev/null").exit_status != 0
+    net = "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=2)'"
+    assert shell.run(net).exit_status != 0
+    assert shell.run("echo data > /app/f && cat /app/f").output == "data\n"
+    assert shell.run("ls /tests").exit_status != 0  # hidden tests exist only when grading
+
+
+def test_a_command_that_runs_too_long_is_interrupted(shell: ShellSession) -> None:
+    start = time.monotonic()
+    r = shell.run("echo started; sleep 30", timeout=0.5)
+    assert r.killed_by == "timeout" and r.exit_status == 124 and "started" in r.output
+    assert time.monotonic() - start < 5
+    r = shell.run("bash -c \"trap '' INT; sleep 30\"", timeout=0.5)  # ignores Ctrl-C: killed
+    assert r.killed_by == "timeout"
+    assert shell.run("echo alive").output == "alive\n"
+
+
+def test_output_is_cut_with_a_marker(shell: ShellSession) -> None:
+    r = shell.run("seq 1 300000")
+    assert r.exit_status == 0
+    assert r.output.startswith("1\n2\n") and r.output.endswith("299999\n300000\n")
+    assert "bytes cut" in r.output and len(r.output) < 1_100_000
+
+
+def test_keystrokes_drive_an_interactive_program(shell: ShellSession) -> None:
+    r = shell.keys("cat\\n")
+    assert r.running
+    assert shell.run("echo ignored").note == "busy"  # the terminal belongs to cat
+    assert shell.keys("hello\\n").output == "hello\n"
+    r = shell.keys("^C")
+    assert not r.running and r.exit_status == 130
+    assert shell.run("echo back").output == "back\n"
+
+
+def test_exit_starts_a_new_shell(shell: ShellSession) -> None:
+    shell.run("cd /tmp; export GONE=1")
+    r = shell.run("exit 3")
+    assert r.shell_restarted and r.exit_status == 3
+    assert shell.run("echo ${GONE:-unset}; pwd").output == "unset\n/app\n"
+
+
+def test_export_and_load_round_trip() -> None:
+    with ShellSession() as a:
+        a.run("mkdir -p d && echo x > d/f && chmod 600 d/f && ln -s d/f link && mkfifo pipe")
+        archive = a.export()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        names = set(tar.getnames())
+    assert {"./d/f", "./link", "./pipe"} <= names
+    with ShellSession() as b:
+        b.load(archive)
+        r = b.run("cat link; stat -c %a d/f; test -p pipe && echo fifo")
+        assert r.output == "x\n600\nfifo\n"
+
+
+def test_decode_keys() -> None:
+    assert decode_keys("ls\\n^C\\x04\\e\\\\") == b"ls\n\x03\x04\x1b\\"
+    assert decode_keys("\\xZZ ^a") == b"\\xZZ ^a"
+
+
+def test_a_closed_session_says_so() -> None:
+    session = ShellSession()
+    session.close()
+    with pytest.raises(SandboxError, match="closed"):
+        session.run("echo hi")
