@@ -1,5 +1,6 @@
-"""Turn limits, written once: the counter games, :class:`~gemgym.wrappers.TimeLimit` and
-:class:`~gemgym.wrappers.ToolEnvWrapper` all cut episodes with.
+"""Turn limits, written once: the rule the games, :class:`~gemgym.wrappers.TimeLimit` and
+:class:`~gemgym.wrappers.ToolEnvWrapper` all cut episodes with (:func:`truncate`), and the
+counter the wrappers keep (:class:`TurnCounter`).
 
 The rule everywhere: the step that plays the last allowed turn of an episode that has not ended
 returns ``truncated=True`` (never together with ``terminated``: a terminal state at the last turn
@@ -22,7 +23,7 @@ from typing import Any
 from gemgym.core import StepResult
 from gemgym.errors import ConfigError
 
-__all__ = ["TURN_LIMIT_INFO_KEY", "TurnCounter", "check_turn_limit"]
+__all__ = ["TURN_LIMIT_INFO_KEY", "TurnCounter", "check_turn_limit", "truncate"]
 
 TURN_LIMIT_INFO_KEY = "turn_limit"
 """The ``info`` key set to ``True`` on the step a turn limit truncated."""
@@ -37,6 +38,19 @@ def check_turn_limit(value: object, name: str = "max_turns") -> int | None:
     if value <= 0:
         raise ConfigError(f"{name} must be positive, got {value}")
     return int(value)
+
+
+def truncate(result: StepResult[Any]) -> StepResult[Any]:
+    """``result`` as the last step a turn limit allows: truncated, unless it already ended.
+
+    The games count their own turns (``turn_count``, ``max_turns``: state of the game they play)
+    and apply this rule at their limit; :class:`TurnCounter` counts for the wrappers.
+    """
+    obs, reward, terminated, truncated, info = result
+    if terminated or truncated:
+        return result
+    info[TURN_LIMIT_INFO_KEY] = True
+    return obs, reward, False, True, info
 
 
 class TurnCounter:
@@ -64,11 +78,7 @@ class TurnCounter:
 
     def cut(self, result: StepResult[Any]) -> StepResult[Any]:
         """``result`` truncated by the limit when it is reached and the episode goes on."""
-        obs, reward, terminated, truncated, info = result
-        if terminated or truncated or not self.reached:
-            return result
-        info[TURN_LIMIT_INFO_KEY] = True
-        return obs, reward, False, True, info
+        return truncate(result) if self.reached else result
 
     def __repr__(self) -> str:
         return f"TurnCounter(count={self.count}, limit={self.limit})"

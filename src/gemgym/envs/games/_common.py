@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import numbers
 import re
 import types
 import typing
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar
 
 from gemgym.core import Env
 from gemgym.errors import ConfigError
-from gemgym.turns import TurnCounter, check_turn_limit
+from gemgym.turns import truncate
 
 __all__ = [
     "DIRECTIONS",
@@ -233,8 +232,7 @@ class GameEnv(Env[str, str], Generic[MoveT]):
       by "You have reached the maximum number of turns."); games with partial credit override it.
 
     The turn limit ends the episode by truncation only (``truncated=True``, ``terminated=False``,
-    ``info["turn_limit"]=True``: the rule of :class:`~gemgym.turns.TurnCounter`, which counts the
-    turns), and a format error or a finished game at the last turn is not also truncated. Every step's
+    ``info["turn_limit"]=True``: :func:`gemgym.turns.truncate`, the rule of every turn limit), and a format error or a finished game at the last turn is not also truncated. Every step's
     ``info`` holds ``suffix`` (:meth:`get_task_suffix`) and ``turn``; the last step's also
     ``success`` and a format error's ``format_error``.
 
@@ -249,29 +247,10 @@ class GameEnv(Env[str, str], Generic[MoveT]):
 
     config: GameConfig
     """The settings the env was made with (validated; read-only)."""
-
-    @functools.cached_property
-    def turns(self) -> TurnCounter:
-        """The turns of the current episode and their limit (:class:`~gemgym.turns.TurnCounter`)."""
-        return TurnCounter(1)
-
-    @property
-    def turn_count(self) -> int:
-        """Turns played in the current episode."""
-        return self.turns.count
-
-    @turn_count.setter
-    def turn_count(self, value: int) -> None:
-        self.turns.count = value
-
-    @property
-    def max_turns(self) -> int:
-        """The turn limit of the current episode (the config's, or drawn by a random preset)."""
-        return cast(int, self.turns.limit)
-
-    @max_turns.setter
-    def max_turns(self, value: int) -> None:
-        self.turns.limit = check_turn_limit(value)
+    turn_count: int = 0
+    """Turns played in the current episode."""
+    max_turns: int = 1
+    """The turn limit of the current episode (the config's, or drawn by a random preset)."""
 
     @property
     def is_random(self) -> bool:
@@ -288,7 +267,7 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         ``options``.
         """
         super().reset(seed=seed)
-        self.turns.restart()
+        self.turn_count = 0
         return self.start_episode(), {"suffix": self.get_task_suffix()}
 
     def step(self, action: str) -> Step:
@@ -298,7 +277,7 @@ class GameEnv(Env[str, str], Generic[MoveT]):
                 f"{type(self).__name__}.step() takes the model's reply as a str, got "
                 f"{type(action).__name__}: {action!r:.200}"
             )
-        last = self.turns.tick()
+        self.turn_count += 1
         move = self.parse_move(action)
         if move is None:
             return self._format_error(self.format_error_detail)
@@ -307,11 +286,11 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         if outcome is not None:
             info["success"] = outcome
             return obs, reward, True, False, info
-        if last:
+        if self.turn_count >= self.max_turns:
             obs, reward = self.turn_limit(obs, reward)
             info["suffix"] = self.get_task_suffix()  # the turn limit may change the board
             info["success"] = False
-            return self.turns.cut((obs, reward, False, False, info))
+            return truncate((obs, reward, False, False, info))
         return obs, reward, False, False, info
 
     # -- the hooks -----------------------------------------------------------------------------
