@@ -93,7 +93,11 @@ FLAGS: dict[str, Flag] = {
         "batch is one update old)",
     ),
     # model
-    "model": Flag("--model", "Hugging Face model path (default: small GPT)"),
+    "model": Flag(
+        "--model",
+        "a Hugging Face causal LM (directory or Hub id) with a chat template, sampled and "
+        "trained through gemgym.llm (default: a small GPT)",
+    ),
     "n_layer": Flag("--n-layer"),
     "n_embd": Flag("--n-embd"),
     "n_head": Flag("--n-head"),
@@ -105,6 +109,15 @@ FLAGS: dict[str, Flag] = {
         "--tokenizer",
         "tokenizer of the default model: bytes, or words (observations as hashed words)",
         choices=TOKENIZERS,
+    ),
+    "lora_rank": Flag(
+        "--lora-rank",
+        "with --model: train LoRA adapters of this rank instead of every weight (0: full "
+        "fine-tuning; needs the peft extra)",
+    ),
+    "lora_alpha": Flag("--lora-alpha", "LoRA scaling alpha (default 16)"),
+    "system_prompt": Flag(
+        "--system-prompt", "with --model: a system message before the first observation"
     ),
     "max_new_tokens": Flag("--max-new-tokens", "tokens an action may have"),
     "obs_max_tokens": Flag("--obs-max-tokens", "tokens kept of each observation"),

@@ -23,6 +23,8 @@ MODEL_SETTINGS = (
     "n_head",
     "n_positions",
     "tokenizer",
+    "lora_rank",
+    "lora_alpha",
 )
 """Settings a checkpoint can only be resumed with unchanged."""
 

@@ -37,6 +37,9 @@ class TrainConfig:
     n_head: int = 4
     n_positions: int = 512
     tokenizer: str = "bytes"
+    lora_rank: int = 0
+    lora_alpha: float = 16.0
+    system_prompt: str | None = None
     seed: int = 0
     episodes_per_update: int = 64
     group_size: int = 1
@@ -109,6 +112,20 @@ class TrainConfig:
             raise ConfigError(
                 f"tokenizer={self.tokenizer!r} is for the default model; a Hugging Face model "
                 "uses its own tokenizer"
+            )
+        if self.lora_rank < 0 or self.lora_alpha <= 0:
+            raise ConfigError(
+                f"lora_rank must be >= 0 and lora_alpha > 0, got {self.lora_rank}, {self.lora_alpha}"
+            )
+        for name in ("lora_rank", "system_prompt"):
+            if getattr(self, name) and self.model is None:
+                raise ConfigError(
+                    f"{name} is for a Hugging Face model: give one with model (--model PATH)"
+                )
+        if self.model is not None and self.min_p:
+            raise ConfigError(
+                "min_p is for the default model; a Hugging Face model samples through "
+                "gemgym.llm (temperature, max_new_tokens): drop min_p"
             )
         if self.lr_schedule not in ("constant", "cosine"):
             raise ConfigError(
@@ -217,6 +234,9 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "n_head",
         "n_positions",
         "tokenizer",
+        "lora_rank",
+        "lora_alpha",
+        "system_prompt",
         "max_new_tokens",
         "obs_max_tokens",
     ),
