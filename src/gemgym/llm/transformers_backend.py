@@ -105,7 +105,10 @@ class TransformersBackend:
         import inspect
 
         # transformers 5 names the KV cache argument ``cache``; 4.x ``past_key_values``
-        params = inspect.signature(self.model.forward).parameters
+        # a PEFT model forwards its keywords to the base model: the base model's names count
+        base = getattr(self.model, "get_base_model", None)
+        forward = base().forward if callable(base) else self.model.forward
+        params = inspect.signature(forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
         self._pending: list[_Pending] = []
