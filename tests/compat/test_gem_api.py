@@ -153,7 +153,7 @@ def test_gem_style_register_make_wrap_and_vectorise() -> None:
 
 
 def test_unknown_ids_raise_gems_value_error() -> None:
-    with pytest.raises(ValueError, match="not found in registry.*GuessTheNumber-v0-hard"):
+    with pytest.raises(ValueError, match=r"not found in registry\..*GuessTheNumber-v0-hard"):
         gem.make("game:GuessTheNumber-v0-hadr")
 
 

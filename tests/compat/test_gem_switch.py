@@ -59,10 +59,9 @@ def test_gem_module_paths_resolve_to_the_layer(module: str) -> None:
 
 @pytest.mark.usefixtures("gem_switch")
 def test_from_imports_and_the_registry_are_shared() -> None:
+    import gem
     from gem.envs.registration import ENV_REGISTRY
     from gem.wrappers.wrapper_factory import WRAPPER_FACTORY
-
-    import gem  # noqa: I001
 
     assert gem is layer
     assert ENV_REGISTRY is layer.envs.registration.ENV_REGISTRY
