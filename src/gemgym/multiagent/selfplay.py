@@ -1,0 +1,173 @@
+"""A multi-agent game as a single-agent gemgym env: :class:`SelfPlayEnv`, and opponent policies.
+
+The learner plays one seat; every other seat is played by an opponent policy inside ``step``, so
+the env is an ordinary :class:`gemgym.Env` that every trainer, wrapper and vector backend takes::
+
+    import gemgym
+    env = gemgym.make("ma:TicTacToe-v0", opponent="expert")          # learner is X
+    venv = gemgym.make_vec("ma:KuhnPoker-v0", 8, learner="random")    # seat drawn per episode
+
+An opponent policy is ``"random"`` (a random legal move, from the env's seeded generator),
+``"expert"`` (the game's expert), or any callable ``observation -> action``: a fixed rule, an LLM
+agent of :mod:`gemgym.agents` (:func:`agent_policy`), or a frozen copy of the learner (e.g.
+``lambda obs: frozen.generate(obs)``). ``opponent`` may also map seat names to policies.
+
+The learner's reward of a step is what its seat earned from its move up to its next turn: its
+invalid-move penalty and, when the game ends, its payoff. Bad moves of the learner or of an
+opponent follow the game's rules (penalty, retry, forfeit), never an exception.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from gemgym.core import Env
+from gemgym.errors import ConfigError, ResetNeeded
+from gemgym.multiagent._load import GameSource, load_match
+
+if TYPE_CHECKING:
+    from gemgym.agents.base import Agent
+
+__all__ = ["Policy", "SelfPlayEnv", "agent_policy"]
+
+Policy = str | Callable[[str], str]
+"""``"random"``, ``"expert"`` or a callable ``observation -> action``."""
+
+
+class _AgentPolicy:
+    """An :class:`~gemgym.agents.Agent` as a policy ``observation -> action``."""
+
+    def __init__(self, agent: Agent, slot: int) -> None:
+        self.agent = agent
+        self.slot = slot
+
+    def __call__(self, observation: str) -> str:
+        actions = self.agent.act([observation], slots=[self.slot], venv=None)  # type: ignore[arg-type]
+        return str(actions[0])
+
+
+def agent_policy(agent: Agent, slot: int = 0) -> Callable[[str], str]:
+    """Use a gemgym agent (e.g. :class:`~gemgym.agents.OpenAIAgent`) as an opponent policy.
+
+    The agent sees one observation at a time under slot ``slot``; agents that read the env through
+    the vector env (``RandomAgent``, ``OracleAgent``) do not fit: use ``"random"``/``"expert"``.
+    """
+    return _AgentPolicy(agent, slot)
+
+
+class SelfPlayEnv(Env[str, str]):
+    """One seat of a multi-agent game, the others played by opponent policies (module docstring).
+
+    Args:
+        game: a registered id (``"ma:TicTacToe-v0"``), an entry point or a
+            :class:`~gemgym.multiagent.game.TextGame` factory.
+        game_kwargs: keyword arguments of the game.
+        learner: the learner's seat: a seat name, an index into ``possible_agents``, ``None``
+            (the first seat) or ``"random"`` (drawn each episode from the env's generator).
+        opponent: the policy of every other seat, or a mapping seat -> policy.
+        max_invalid_moves: rejected moves in a row after which a seat forfeits.
+        invalid_move_penalty: reward of a rejected move.
+    """
+
+    metadata: ClassVar[Mapping[str, Any]] = {"multi_turn": True, "category": "multiagent"}
+
+    def __init__(
+        self,
+        game: GameSource,
+        game_kwargs: Mapping[str, Any] | None = None,
+        learner: str | int | None = None,
+        opponent: Policy | Mapping[str, Policy] = "random",
+        max_invalid_moves: int = 3,
+        invalid_move_penalty: float = -0.1,
+    ) -> None:
+        self.match = load_match(game, game_kwargs, max_invalid_moves, invalid_move_penalty)
+        self.game = self.match.game
+        seats = self.game.possible_agents
+        if learner is None:
+            learner = seats[0]
+        elif isinstance(learner, int) and not isinstance(learner, bool):
+            if not -len(seats) <= learner < len(seats):
+                raise ConfigError(f"learner index {learner} out of range for seats {seats}")
+            learner = seats[learner]
+        elif learner != "random" and learner not in seats:
+            raise ConfigError(f"learner must be one of {seats}, an index or 'random'")
+        self.learner_choice = learner
+        self.learner = seats[0] if learner == "random" else str(learner)
+        policies: dict[str, Policy] = {}
+        for seat in seats:
+            p = opponent.get(seat, "random") if isinstance(opponent, Mapping) else opponent
+            if not (callable(p) or p in ("random", "expert")):
+                raise ConfigError(
+                    f"opponent policy {p!r} must be 'random', 'expert' or a callable obs -> action"
+                )
+            policies[seat] = p
+        if isinstance(opponent, Mapping):
+            unknown = set(opponent) - set(seats)
+            if unknown:
+                raise ConfigError(f"opponent names unknown seats {sorted(unknown)}; seats: {seats}")
+        self.policies = policies
+        self._started = False
+        self._opponent_rng = random.Random()
+
+    @property
+    def possible_agents(self) -> tuple[str, ...]:
+        """The game's seats."""
+        return self.game.possible_agents
+
+    def _opponent_action(self, seat: str) -> str:
+        policy = self.policies[seat]
+        if policy == "random":
+            return self.game.random_action(seat, self._opponent_rng)
+        if policy == "expert":
+            return self.game.expert_action(seat)
+        return cast("Callable[[str], str]", policy)(self.match.observe(seat))
+
+    def _run_opponents(self) -> float:
+        """Let the other seats play until the learner must act or the game ends; the learner's
+        reward meanwhile."""
+        earned = 0.0
+        while not self.match.over and self.learner not in self.match.acting():
+            for seat in self.match.acting():
+                if self.match.over:
+                    break
+                rewards, _ = self.match.play(seat, self._opponent_action(seat))
+                earned += rewards[self.learner]
+        return earned
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        if self.learner_choice == "random":
+            self.learner = self.rng.choice(self.game.possible_agents)
+        self.match.reset(self.rng)
+        self._opponent_rng = random.Random(self.rng.getrandbits(64))
+        self._started = True
+        self._run_opponents()  # seats before the learner's (their rewards are not the learner's)
+        return self.match.observe(self.learner), self._info()
+
+    def _info(self) -> dict[str, Any]:
+        info = self.match.info(self.learner)
+        info["learner"] = self.learner
+        return info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not self._started or self.match.over:
+            raise ResetNeeded("call reset() before step() (and after the game ends)")
+        rewards, _ = self.match.play(self.learner, action)
+        reward = rewards[self.learner] + self._run_opponents()
+        return self.match.observe(self.learner), reward, self.match.over, False, self._info()
+
+    def sample_random_action(self) -> str:
+        """A random legal move of the learner's seat."""
+        return self.game.random_action(self.learner, self.rng)
+
+    def expert_action(self) -> str:
+        """The game's expert move for the learner's seat."""
+        return self.game.expert_action(self.learner)
+
+    def legal_actions(self) -> Sequence[str]:
+        """The learner's legal moves now."""
+        return self.game.legal_actions(self.learner)
