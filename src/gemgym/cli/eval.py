@@ -235,6 +235,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         done = run_dir.read_records()
     tasks, made = plan_tasks(envs, config)
     todo = pending(tasks, done)
+    run["planned_episodes"] = len(tasks)
     agent = _build_agent(args)
     run_dir.path.mkdir(parents=True, exist_ok=True)
     run_dir.write_json(run_dir.config, run)
@@ -256,13 +257,24 @@ def _evaluate(args: argparse.Namespace) -> int:
             await agent.aclose()
 
     status = "complete"
+    played_before = len(done)
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         asyncio.run(go())
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         runner.close()
         run_dir.close()
+        played = progress.episodes
+        run["last_session"] = {
+            "episodes": played,
+            "seconds": round(elapsed, 3),
+            "cpu_seconds": round(cpu, 3),
+            "episodes_per_s": round(played / elapsed, 1) if elapsed > 0 else None,
+            "resumed_from": played_before,
+        }
         result = write_outputs(run_dir, run, status=status)
     _print_summary(result, run_dir)
     if status == "interrupted":

@@ -1,7 +1,7 @@
 """The agents of ``gemgym eval``: one async ``act`` per episode turn.
 
-* :class:`ChatAgent`: any OpenAI-compatible chat-completions server, over one pooled async HTTP
-  client (keep-alive connections, ``concurrency`` of them), with retries (exponential backoff
+* :class:`ChatAgent`: any OpenAI-compatible chat-completions server, over kept-alive
+  HTTP/1.1 connections (one per request in flight), with retries (exponential backoff
   with full jitter) and a per-request timeout;
 * :class:`BackendAgent`: any :class:`gemgym.llm.Backend` (the token-level layer's backends);
 * :class:`RandomAgent` / :class:`OracleAgent`: the env's random action / expert (baselines).
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gemgym.core import MultimodalObservation
-from gemgym.errors import AgentError, ConfigError, missing_dependency
+from gemgym.errors import AgentError, ConfigError
+from gemgym.evaluation._http import HttpPool
 
 __all__ = [
     "BackendAgent",
@@ -167,10 +168,6 @@ class ChatAgent:
             raise ConfigError("the openai agent needs the server's URL (--base-url .../v1)")
         if timeout <= 0 or max_retries < 0 or backoff < 0:
             raise ConfigError("timeout must be > 0, max_retries and backoff >= 0")
-        try:
-            import httpx2
-        except ImportError as e:
-            raise missing_dependency("httpx2", "openai") from e
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.system_prompt = system_prompt
@@ -185,15 +182,8 @@ class ChatAgent:
             if v is not None:
                 self._body[k] = v
         self._body.update(chat_options or {})
-        self._httpx = httpx2
-        self._client = httpx2.AsyncClient(
-            base_url=self.base_url,
-            headers={"authorization": f"Bearer {api_key}"},
-            limits=httpx2.Limits(
-                max_connections=max(1, concurrency), max_keepalive_connections=max(1, concurrency)
-            ),
-            timeout=httpx2.Timeout(None),  # the whole request is timed below
-            trust_env=False,
+        self._http = HttpPool(
+            self.base_url, {"authorization": f"Bearer {api_key}", "user-agent": "gemgym-eval"}
         )
         self._jitter = random.Random()
 
@@ -209,7 +199,6 @@ class ChatAgent:
 
     async def _post(self, body: dict[str, Any]) -> Reply:
         data = json.dumps(body).encode()
-        headers = {"content-type": "application/json"}
         latency = 0.0
         last = ""
         for attempt in range(self.max_retries + 1):
@@ -219,10 +208,7 @@ class ChatAgent:
             t0 = time.perf_counter()
             try:
                 async with asyncio.timeout(self.timeout):
-                    resp = await self._client.post(
-                        "/chat/completions", content=data, headers=headers
-                    )
-                    raw = resp.content
+                    status, raw = await self._http.post("/chat/completions", data)
             except TimeoutError:
                 latency += time.perf_counter() - t0
                 last = (
@@ -231,7 +217,7 @@ class ChatAgent:
                     "lower --concurrency)"
                 )
                 continue
-            except self._httpx.TransportError as e:
+            except (OSError, EOFError, ValueError, asyncio.LimitOverrunError) as e:
                 latency += time.perf_counter() - t0
                 last = (
                     f"cannot reach the LLM server at {self.base_url} ({type(e).__name__}: {e}); "
@@ -239,9 +225,9 @@ class ChatAgent:
                 )
                 continue
             latency += time.perf_counter() - t0
-            if resp.status_code != 200:
-                last = f"the LLM server answered HTTP {resp.status_code}: {raw[:300]!r}"
-                if resp.status_code in RETRY_STATUS:
+            if status != 200:
+                last = f"the LLM server answered HTTP {status}: {raw[:300]!r}"
+                if status in RETRY_STATUS:
                     continue
                 raise AgentError(last)
             try:
@@ -260,7 +246,7 @@ class ChatAgent:
         raise AgentError(f"{last} [gave up after {self.max_retries + 1} tries]")
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
 
 class BackendAgent:

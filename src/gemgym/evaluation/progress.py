@@ -53,6 +53,11 @@ class EvalProgress:
                 self.progress.advance(self._total)
         self._episodes = 0  # rates count this session only
 
+    @property
+    def episodes(self) -> int:
+        """Records counted this session."""
+        return self._episodes
+
     def _count(self, r: Mapping[str, Any]) -> None:
         name = r["env"]
         if r["status"] == "ok":

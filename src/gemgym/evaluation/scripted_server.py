@@ -47,6 +47,7 @@ class ScriptedChatServer:
         reply: the assistant's text: a string, or ``reply(request_body) -> str``.
         fail_rate: share of chat requests answered with HTTP 500.
         hang_rate: share of chat requests never answered (until :meth:`stop`).
+        delay: seconds each answer waits (a slow model).
         seed: seed of the fault draws (one stream, in arrival order).
         host, port: where to listen (port 0: a free port, see :attr:`url`).
         record: keep every chat request body in :attr:`requests`.
@@ -58,6 +59,7 @@ class ScriptedChatServer:
         *,
         fail_rate: float = 0.0,
         hang_rate: float = 0.0,
+        delay: float = 0.0,
         seed: int = 0,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -68,6 +70,7 @@ class ScriptedChatServer:
         self._reply: Reply = _constant(reply) if isinstance(reply, str) else reply
         self.fail_rate = fail_rate
         self.hang_rate = hang_rate
+        self.delay = delay
         self.host = host
         self.port = port
         self.record = record
@@ -191,6 +194,8 @@ class ScriptedChatServer:
         if draw < self.fail_rate + self.hang_rate:
             self.counts["hung"] += 1
             await asyncio.Event().wait()  # until the server stops
+        if self.delay:
+            await asyncio.sleep(self.delay)
         self.counts["ok"] += 1
         text = self._reply(request)
         prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
@@ -222,12 +227,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reply", default="\\boxed{1}", help="the assistant's text for every request")
     p.add_argument("--fail-rate", type=float, default=0.0)
     p.add_argument("--hang-rate", type=float, default=0.0)
+    p.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     server = ScriptedChatServer(
         args.reply,
         fail_rate=args.fail_rate,
         hang_rate=args.hang_rate,
+        delay=args.delay,
         seed=args.seed,
         host=args.host,
         port=args.port,

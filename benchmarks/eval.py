@@ -1,0 +1,120 @@
+"""``gemgym eval`` overhead: episodes/s against a chat server that answers instantly.
+
+The server (:mod:`gemgym.evaluation.scripted_server`, a separate process) answers every request
+at once with ``\\boxed{5}``; on ``game:GuessTheNumber-v0-easy`` (1-10, 4 turns) that is a whole
+episode of up to 4 requests. The run is ``gemgym eval`` itself (``cli.main``, quiet), writing
+its records, summary and reports, so what is measured is the harness: HTTP client, env steps,
+records. "playing" is the rate while episodes are played (``last_session`` of summary.json);
+"whole command" adds start-up, planning and the reports (matplotlib charts). The baseline in the same run is the oracle agent (no HTTP), so the ratio is what the
+requests cost.
+
+On a shared machine the wall-clock rates depend on how much CPU the harness gets, so the
+benchmark also prints episodes per CPU-second of the harness process (and the load average):
+that is what the harness would sustain with a core of its own.
+
+Run: ``.venv/bin/python benchmarks/eval.py [--tasks 4000] [--concurrency 64]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gemgym.cli import main
+
+ENV = "game:GuessTheNumber-v0-easy"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(port: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("the scripted server did not start")
+
+
+def _run(out: Path, args: list[str]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    status = main(["eval", ENV, "--quiet", "--out", str(out), *args])
+    wall = time.perf_counter() - t0
+    if status != 0:
+        raise RuntimeError(f"gemgym eval exited {status}")
+    summary = json.loads((out / "summary.json").read_text())
+    return wall, summary
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main_() -> None:
+    """Measure and print."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--tasks", type=int, default=4000)
+    p.add_argument("--concurrency", type=int, default=64)
+    a = p.parse_args()
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gemgym.evaluation.scripted_server", "--port", str(port),
+         "--reply", "\\boxed{5}"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait(port)
+        with tempfile.TemporaryDirectory() as tmp:
+            common = ["--tasks", str(a.tasks), "--concurrency", str(a.concurrency)]
+            wall_o, summary_o = _run(Path(tmp) / "oracle", ["--agent", "oracle", *common])
+            server_cpu0 = _cpu(server.pid)
+            wall_h, summary = _run(
+                Path(tmp) / "http",
+                ["--agent", "openai", "--model", "m", "--base-url",
+                 f"http://127.0.0.1:{port}/v1", *common],
+            )  # fmt: skip
+            server_cpu = _cpu(server.pid) - server_cpu0
+            records = [json.loads(x) for x in (Path(tmp) / "http" / "episodes.jsonl").open()]
+    finally:
+        server.terminate()
+        server.wait(10)
+    n = a.tasks
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    requests = sum(int(r["requests"]) for r in records)
+    so, sh = summary_o["run"]["last_session"], summary["run"]["last_session"]
+    errors = summary["summary"]["overall"]["errors"]
+    print(f"{ENV}, {n} episodes, concurrency {a.concurrency}; load average {load}")
+    print(
+        "                  episodes/s   episodes per     episodes/s    requests/s   server CPU\n"
+        "                  (playing)    CPU-second of    (whole                     s/1000 req\n"
+        "                               the harness      command)"
+    )
+    for name, s, wall in (("oracle (no HTTP)", so, wall_o), ("openai, instant", sh, wall_h)):
+        line = (
+            f"  {name:16s}{n / s['seconds']:10.1f}  {n / s['cpu_seconds']:14.1f}   {n / wall:12.1f}"
+        )
+        if s is sh:
+            line += f"  {requests / s['seconds']:12.1f}  {1000 * server_cpu / requests:10.3f}"
+        print(line)
+    print(f"  ({requests / n:.2f} requests per episode, {errors} errors)")
+    print(f"  ratio openai/oracle, playing: {so['seconds'] / sh['seconds']:.2f}")
+
+
+if __name__ == "__main__":
+    main_()
