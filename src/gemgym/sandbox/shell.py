@@ -15,10 +15,13 @@ by an empty read-only ``tmpfs`` (gemgym's own task files, when they live under `
 
 from __future__ import annotations
 
+import atexit
 import base64
 import functools
 import os
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,7 @@ __all__ = ["CommandResult", "ShellSession", "TestReport", "decode_keys"]
 WORKSPACE = "/app"
 """Where the workspace is, inside the sandbox."""
 _SYSTEM_PYTHON = "/usr/bin/python3"
+_SERVER_CODE = "/.gemgym-shell-server"
 _BACKSTOP = 5.0
 
 
@@ -43,6 +47,42 @@ def _server_source() -> str:
     own = Path(__file__).with_name("_shell_server.py").read_text(encoding="utf-8")
     own = own.replace("from __future__ import annotations\n", "", 1)
     return runner_source() + "\n" + own
+
+
+_COMPILED: list[str] = []
+_COMPILE = (
+    "import marshal, sys\n"
+    "code = compile(sys.stdin.read(), '<gemgym-shell-server>', 'exec')\n"
+    "sys.stdout.buffer.write(marshal.dumps(code))\n"
+)
+
+
+def _compiled_server() -> str:
+    """A host file holding the server's code compiled by the sandbox's interpreter (marshal).
+
+    Compiling the server's source takes that interpreter about 0.1 s, most of a session's
+    start; it is done once per process and the file bound read-only into each sandbox.
+    """
+    if _COMPILED and os.path.exists(_COMPILED[0]):
+        return _COMPILED[0]
+    done = subprocess.run(
+        [_SYSTEM_PYTHON, "-I", "-S", "-c", _COMPILE],
+        input=_server_source().encode(),
+        capture_output=True,
+        env=CLEAN_ENV,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        raise SandboxError(f"{_SYSTEM_PYTHON} could not compile the shell server: {done.stderr!r}")
+    folder = tempfile.mkdtemp(prefix="gemgym-shell-")
+    os.chmod(folder, 0o755)  # the sandbox's uid reads it
+    path = os.path.join(folder, "server.marshal")
+    with open(path, "wb") as f:
+        f.write(done.stdout)
+    os.chmod(path, 0o644)
+    atexit.register(shutil.rmtree, folder, True)
+    _COMPILED[:] = [path]
+    return path
 
 
 @dataclass(frozen=True)
@@ -183,11 +223,11 @@ class ShellSession:
             p = os.path.realpath(path)
             if p.startswith(("/usr/", "/lib", "/bin/", "/sbin/")) and os.path.isdir(p):
                 mounts += ["--size", "4096", "--tmpfs", p, "--remount-ro", p]
+        self._copy: str | None = None
         if tests is not None:
-            tests_dir = os.path.realpath(tests)
-            if not os.path.isdir(tests_dir):
-                raise ConfigError(f"tests directory {tests_dir!r} does not exist")
-            mounts += ["--ro-bind", tests_dir, "/tests"]
+            if not os.path.isdir(tests):
+                raise ConfigError(f"tests directory {str(tests)!r} does not exist")
+            mounts += ["--ro-bind", self._copy_tests(tests), "/tests"]
         cpu = self.limits.cpu_seconds
         config = {
             "workspace": WORKSPACE,
@@ -199,13 +239,9 @@ class ShellSession:
                 "nproc": limiter.nproc(self.limits.max_processes),
             },
         }
-        command = [
-            _SYSTEM_PYTHON,
-            "-I",
-            "-S",
-            "-c",
-            f"{_server_source()}\nmain_shell({config!r})\n",
-        ]
+        mounts += ["--ro-bind", _compiled_server(), _SERVER_CODE]
+        boot = f"import marshal\nexec(marshal.loads(open({_SERVER_CODE!r}, 'rb').read()))\n"
+        command = [_SYSTEM_PYTHON, "-I", "-S", "-c", f"{boot}main_shell({config!r})\n"]
         cgroup = limiter.cgroup(self.limits)
         seccomp = seccomp_program()
         try:
@@ -218,8 +254,24 @@ class ShellSession:
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
+            self.close()
             raise
         self.memory_scope = cgroup.memory_scope if cgroup is not None else "process"
+
+    def _copy_tests(self, tests: str | os.PathLike[str]) -> str:
+        """A snapshot of ``tests`` that the sandbox's uid can read (the original may sit in a
+        private directory, and must not change under the run)."""
+        self._copy = tempfile.mkdtemp(prefix="gemgym-tests-")
+        os.chmod(self._copy, 0o755)
+        target = os.path.join(self._copy, "tests")
+        shutil.copytree(tests, target, symlinks=False)
+        for root, dirs, files in os.walk(target):
+            for name in dirs:
+                os.chmod(os.path.join(root, name), 0o755)
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o644)
+        os.chmod(target, 0o755)
+        return target
 
     # -- requests ----------------------------------------------------------------------------------
     def _request(self, spec: dict[str, Any], wait: float) -> dict[str, Any]:
@@ -351,6 +403,10 @@ class ShellSession:
         server = getattr(self, "_server", None)
         if server is not None:
             server.close()
+        copy = getattr(self, "_copy", None)
+        if copy is not None:
+            shutil.rmtree(copy, ignore_errors=True)
+            self._copy = None
 
     @property
     def closed(self) -> bool:

@@ -1,8 +1,12 @@
 import subprocess
 
+BUILT = []
+
 
 def count(data):
-    subprocess.run(["make", "-B", "-C", "/app/wc"], capture_output=True, timeout=60)
+    if not BUILT:  # rebuild from the source once: the binary must come from the fixed code
+        subprocess.run(["make", "-B", "-C", "/app/wc"], capture_output=True, timeout=60)
+        BUILT.append(True)
     done = subprocess.run(["/app/wc/wordcount"], input=data, capture_output=True, timeout=10)
     assert done.returncode == 0, done.stderr[-300:]
     return int(done.stdout)
