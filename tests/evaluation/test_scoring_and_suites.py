@@ -56,6 +56,8 @@ def test_summary_counts_errors_apart_and_scores_pass_and_mean_at_k() -> None:
     assert s["pass_at_k"]["2"] == pytest.approx((1.0 + 0.0) / 2)  # task 2 has < 2 scored
     assert set(s["difficulties"]) == {"easy", "hard"}
     assert s["difficulties"]["easy"]["tasks"] == 1
+    families = summarize(records)["families"]
+    assert list(families["a"]) == ["easy", "hard"]  # easiest first
 
 
 def test_compare_pairs_tasks_and_gives_an_interval() -> None:

@@ -55,9 +55,8 @@ def _tables(summary: Mapping[str, Any], ks: Sequence[int], n: int) -> dict[str, 
     envs = summary["envs"]
     main = [_row(name, b, ks) for name, b in envs.items()]
     per_diff = {
-        name: [_row(d, db, ks) for d, db in b["difficulties"].items()]
-        for name, b in envs.items()
-        if len(b["difficulties"]) > 1 or next(iter(b["difficulties"]), "all") != "all"
+        fam: [_row(d, db, ks) for d, db in diffs.items()]
+        for fam, diffs in summary.get("families", {}).items()
     }
     return {"cols": cols, "main": main, "per_difficulty": per_diff}
 
@@ -146,15 +145,17 @@ def chart_pngs(
     ax.set_xlabel("success rate (scored episodes)")
     out.append(("Success per env", png(fig)))
 
-    diffs = sorted({d for b in envs.values() for d in b["difficulties"]})
-    if len(diffs) > 1:
-        fig, ax = plt.subplots(figsize=(8, height))
+    families = summary.get("families", {})
+    if families:
+        fams = list(families)
+        diffs = list(dict.fromkeys(d for f in fams for d in families[f]))
+        fig, ax = plt.subplots(figsize=(8, max(2.0, 0.35 * len(fams) * len(diffs) / 2 + 1)))
         width = 0.8 / len(diffs)
         for j, d in enumerate(diffs):
-            ys = [i + j * width for i in range(len(names))]
-            xs = [(envs[n]["difficulties"].get(d, {}).get("success_rate") or 0.0) for n in names]
+            ys = [i + j * width for i in range(len(fams))]
+            xs = [(families[f].get(d, {}).get("success_rate") or 0.0) for f in fams]
             ax.barh(ys, xs, height=width, label=d)
-        ax.set_yticks([i + 0.4 - width / 2 for i in range(len(names))], names)
+        ax.set_yticks([i + 0.4 - width / 2 for i in range(len(fams))], fams)
         ax.invert_yaxis()
         ax.set_xlim(0, 1)
         ax.set_xlabel("success rate")

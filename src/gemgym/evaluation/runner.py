@@ -22,13 +22,12 @@ from typing import Any
 from gemgym.errors import AgentError, ConfigError
 from gemgym.evaluation.agents import Conversation, EvalAgent
 from gemgym.evaluation.results import RunDir, record_key
+from gemgym.evaluation.scoring import PRESETS
 from gemgym.evaluation.suites import EvalEnv
 from gemgym.experience import Transition
 from gemgym.prompting import model_view
 
 __all__ = ["EvalConfig", "Runner", "Task", "plan_tasks"]
-
-PRESETS = ("extreme-hard", "easy", "medium", "hard", "random")
 
 
 @dataclass(frozen=True)

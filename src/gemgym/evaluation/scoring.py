@@ -16,7 +16,20 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["compare_runs", "pass_at_k", "summarize"]
+__all__ = ["PRESETS", "compare_runs", "family", "pass_at_k", "summarize"]
+
+PRESETS = ("extreme-hard", "easy", "medium", "hard", "random")
+"""The preset suffixes of env ids (``game:Sudoku-v0-easy``), read as difficulties."""
+
+
+def family(name: str) -> str:
+    """An env name without its preset: ``game:Sudoku-v0-easy`` -> ``game:Sudoku-v0``."""
+    base, plus, tool = name.partition("+")
+    for p in PRESETS:
+        if base.endswith("-" + p):
+            base = base[: -len(p) - 1]
+            break
+    return base + plus + tool
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -84,8 +97,10 @@ def _block(records: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
 def summarize(records: Iterable[Mapping[str, Any]], ks: Sequence[int] = (1,)) -> dict[str, Any]:
     """Per-env scores (and per difficulty within each env), plus the macro average over envs.
 
-    Returns ``{"envs": {name: {...scores, "difficulties": {d: {...}}}}, "overall": {...}}``;
-    ``overall`` holds the totals and the mean of the per-env scores.
+    Returns ``{"envs": {name: {...scores, "difficulties": {d: {...}}}}, "families": {...},
+    "overall": {...}}``; ``families`` breaks each family of envs (the presets of a game, the
+    levels of a dataset) down by difficulty, where it has more than one; ``overall`` holds the
+    totals and the mean of the per-env scores.
     """
     records = list(records)
     envs: dict[str, Any] = {}
@@ -116,7 +131,20 @@ def summarize(records: Iterable[Mapping[str, Any]], ks: Sequence[int] = (1,)) ->
     for k in ks:
         vals = [b["pass_at_k"][str(k)] for b in blocks if b["pass_at_k"][str(k)] is not None]
         overall["pass_at_k"][str(k)] = sum(vals) / len(vals) if vals else None
-    return {"envs": envs, "overall": overall}
+    families: dict[str, Any] = {}
+    by_family: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_family[family(str(r["env"]))].append(r)
+    for fam, rs in sorted(by_family.items()):
+        diffs = _group(rs, "difficulty")
+        if len(diffs) > 1:
+            families[fam] = {d: _block(drs, ks) for d, drs in _ordered(diffs)}
+    return {"envs": envs, "families": families, "overall": overall}
+
+
+def _ordered(diffs: dict[str, Any]) -> list[tuple[str, Any]]:
+    rank = {p: i for i, p in enumerate(("easy", "medium", "hard", "extreme-hard", "random"))}
+    return sorted(diffs.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
 
 
 def _task_means(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, float]]:
