@@ -23,15 +23,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args else 2
     from gemgym.compat.gem import install
 
-    install()
+    switched = install()
     if args[0] == "-m":
         if len(args) < 2:
             print(USAGE, file=sys.stderr)
             return 2
+        module = args[1]
+        if switched and (module == "gem" or module.startswith("gem.")):
+            module = f"gemgym.compat.{module}"  # e.g. -m gem.tools.mcp_server.time_mcp
         sys.argv = [args[1], *args[2:]]
         if "" not in sys.path and os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())
-        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     else:
         script = args[0]
         sys.argv = [script, *args[1:]]

@@ -1,0 +1,1 @@
+"""``gem.tools.mcp_server``: GEM's sample MCP servers."""
