@@ -142,3 +142,15 @@ def test_seat_vector_env_with_agents_and_bad_moves() -> None:
     assert not np.isclose(rew[acting[1]], -0.1)
     with pytest.raises(ConfigError):
         venv.step(["x"])
+
+
+def test_game_ended_before_the_learners_first_move() -> None:
+    env = gemgym.make(
+        "ma:TicTacToe-v0", learner="player_1", opponent=lambda obs: "?", max_invalid_moves=1
+    )
+    obs, info = env.reset(seed=0)
+    assert info["forfeited"] == "player_0" and "forfeited" in obs
+    _, reward, terminated, _, _ = env.step("\\boxed{5}")  # ignored: the game is over
+    assert terminated and reward == 1.0
+    with pytest.raises(ResetNeeded):
+        env.step("\\boxed{5}")

@@ -13,7 +13,9 @@ agent of :mod:`gemgym.agents` (:func:`agent_policy`), or a frozen copy of the le
 ``lambda obs: frozen.generate(obs)``). ``opponent`` may also map seat names to policies.
 
 The learner's reward of a step is what its seat earned from its move up to its next turn: its
-invalid-move penalty and, when the game ends, its payoff. Bad moves of the learner or of an
+invalid-move penalty and, when the game ends, its payoff. If the seats before the learner's end
+the game before its first move (an opponent forfeits), ``reset`` returns the final observation
+and the first ``step`` ends the episode with the learner's payoff (its action is ignored). Bad moves of the learner or of an
 opponent follow the game's rules (penalty, retry, forfeit), never an exception.
 """
 
@@ -110,6 +112,8 @@ class SelfPlayEnv(Env[str, str]):
         self.policies = policies
         self._started = False
         self._opponent_rng = random.Random()
+        self._pending = 0.0
+        self._ended_early = False
 
     @property
     def possible_agents(self) -> tuple[str, ...]:
@@ -145,7 +149,10 @@ class SelfPlayEnv(Env[str, str]):
         self.match.reset(self.rng)
         self._opponent_rng = random.Random(self.rng.getrandbits(64))
         self._started = True
-        self._run_opponents()  # seats before the learner's (their rewards are not the learner's)
+        # seats before the learner's; if they end the game (an opponent forfeits), the first
+        # step reports it: its action is ignored, its reward is the learner's payoff
+        self._pending = self._run_opponents()
+        self._ended_early = self.match.over
         return self.match.observe(self.learner), self._info()
 
     def _info(self) -> dict[str, Any]:
@@ -154,10 +161,14 @@ class SelfPlayEnv(Env[str, str]):
         return info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._ended_early:
+            self._ended_early = False
+            return self.match.observe(self.learner), self._pending, True, False, self._info()
         if not self._started or self.match.over:
             raise ResetNeeded("call reset() before step() (and after the game ends)")
         rewards, _ = self.match.play(self.learner, action)
-        reward = rewards[self.learner] + self._run_opponents()
+        reward = rewards[self.learner] + self._run_opponents() + self._pending
+        self._pending = 0.0
         return self.match.observe(self.learner), reward, self.match.over, False, self._info()
 
     def sample_random_action(self) -> str:
