@@ -42,7 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="suites, env ids or globs (game:*-easy), optionally +python / +search",
     )
-    p.add_argument("--agent", choices=["openai", "random", "oracle"], default="openai")
+    p.add_argument(
+        "--agent",
+        choices=["openai", "random", "oracle", "transformers", "vllm", "sglang"],
+        default="openai",
+        help="openai: any OpenAI-compatible chat server; transformers: a local model (--model "
+        "PATH); vllm / sglang: token-id backends of a server (gemgym.llm)",
+    )
     p.add_argument("--out", help="run folder (default runs/eval-YYYYmmdd-HHMMSS)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
@@ -79,6 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="extra request field, e.g. top_k=20 or chat_template_kwargs='{...}'; repeatable",
     )
     g.add_argument("--no-history", action="store_true", help="send only the latest observation")
+    g.add_argument("--tokenizer", help="vllm / sglang: the model's tokenizer (default --model)")
+    g.add_argument("--device", help="transformers: cpu, cuda, ... (default: CUDA if present)")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per request (120)")
     g.add_argument("--max-retries", type=int, default=5, help="retries per request (5)")
     g.add_argument(
@@ -146,7 +154,9 @@ def _build_agent(args: argparse.Namespace) -> Any:
     if args.agent == "oracle":
         return agents.OracleAgent()
     if not args.model:
-        raise ConfigError("--agent openai needs --model and --base-url")
+        raise ConfigError(f"--agent {args.agent} needs --model")
+    if args.agent in ("transformers", "vllm", "sglang"):
+        return _backend_agent(args)
     base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
     if not base_url:
         raise ConfigError("--agent openai needs --base-url (or $OPENAI_BASE_URL)")
@@ -164,6 +174,53 @@ def _build_agent(args: argparse.Namespace) -> Any:
         max_retries=args.max_retries,
         backoff=args.retry_backoff,
         concurrency=args.concurrency,
+        history=not args.no_history,
+    )
+
+
+def _backend_agent(args: argparse.Namespace) -> Any:
+    """A :mod:`gemgym.llm` backend as the agent (the token-level layer)."""
+    from gemgym.evaluation.agents import BackendAgent
+    from gemgym.llm.backend import SamplingParams
+
+    sampling = SamplingParams(
+        temperature=1.0 if args.temperature is None else args.temperature,
+        top_p=1.0 if args.top_p is None else args.top_p,
+        max_tokens=args.max_tokens or 256,
+    )
+    tokenizer = None
+    if args.agent == "transformers":
+        from gemgym.llm.transformers_backend import TransformersBackend
+
+        backend: Any = TransformersBackend(args.model, device=args.device)
+    else:
+        from gemgym.llm.servers import RetryPolicy, SGLangBackend, VLLMBackend
+
+        if not args.base_url:
+            raise ConfigError(f"--agent {args.agent} needs --base-url")
+        try:
+            from transformers import AutoTokenizer
+        except ImportError as e:
+            from gemgym.errors import missing_dependency
+
+            raise missing_dependency("transformers", "llm") from e
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
+        cls = VLLMBackend if args.agent == "vllm" else SGLangBackend
+        backend = cls(
+            args.base_url,
+            model=args.model,
+            timeout_s=args.timeout,
+            retry=RetryPolicy(max_retries=args.max_retries, backoff_s=args.retry_backoff),
+            max_concurrency=args.concurrency,
+            api_key=os.environ.get(args.api_key_env),
+            extra=parse_kv(args.chat_option, "--chat-option"),
+        )
+    return BackendAgent(
+        backend,
+        sampling=sampling,
+        tokenizer=tokenizer,
+        system_prompt=args.system_prompt,
+        seed=args.seed,
         history=not args.no_history,
     )
 
@@ -204,8 +261,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         "specs": list(args.specs),
         "envs": [e.name for e in envs],
         "agent": args.agent,
-        "model": args.model if args.agent == "openai" else None,
-        "base_url": args.base_url if args.agent == "openai" else None,
+        "model": args.model if args.agent not in ("random", "oracle") else None,
+        "base_url": args.base_url if args.agent not in ("random", "oracle") else None,
         "n": config.n,
         "ks": list(config.ks),
         "tasks": config.tasks,

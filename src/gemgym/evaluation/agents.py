@@ -250,10 +250,11 @@ class ChatAgent:
 
 
 class BackendAgent:
-    """Any :class:`gemgym.llm.Backend` (vLLM, transformers, a server) as an eval agent.
+    """Any :class:`gemgym.llm.Backend` (transformers, vLLM, SGLang, a chat server) as an agent.
 
-    The backend gets the chat messages of the episode (``prompt_ids=None``: the text path) and
-    the sampling settings; a failed generation raises, so the episode is recorded as an error.
+    A backend that takes token ids (``capabilities.token_ids``) gets the conversation rendered
+    by the tokenizer's chat template (``tokenizer``, default the backend's own); a text backend
+    gets the chat messages. A failed generation raises, so the episode is recorded as an error.
     """
 
     name = "backend"
@@ -263,6 +264,7 @@ class BackendAgent:
         backend: Any,
         *,
         sampling: Any = None,
+        tokenizer: Any = None,
         system_prompt: str | None = None,
         seed: int | None = 0,
         history: bool = True,
@@ -274,7 +276,25 @@ class BackendAgent:
         self.system_prompt = system_prompt
         self.seed = seed
         self.history = history
-        self.name = f"backend:{getattr(backend, 'name', type(backend).__name__)}"
+        self.tokenizer = None
+        if backend.capabilities.token_ids:
+            self.tokenizer = tokenizer or getattr(backend, "tokenizer", None)
+            if self.tokenizer is None:
+                raise ConfigError(
+                    f"the {backend.name} backend takes token ids: pass its tokenizer "
+                    "(--tokenizer) so the conversation can be rendered"
+                )
+        self.name = f"backend:{backend.name}"
+
+    def _prompt_ids(self, messages: list[dict[str, Any]]) -> list[int] | None:
+        if self.tokenizer is None:
+            return None
+        ids = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True
+        )
+        if not isinstance(ids, list):  # a BatchEncoding in recent transformers
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
 
     async def act(self, conv: Conversation, view: Any) -> Reply:
         from gemgym.llm.backend import GenerationRequest
@@ -285,14 +305,21 @@ class BackendAgent:
             sampling = sampling.replace(seed=request_seed(self.seed, *conv.key, conv.turn))
         t0 = time.perf_counter()
         gen = await self.backend.generate(
-            GenerationRequest(prompt_ids=None, messages=list(conv.messages), sampling=sampling)
+            GenerationRequest(
+                prompt_ids=self._prompt_ids(conv.messages),
+                messages=list(conv.messages),
+                sampling=sampling,
+            )
         )
         if gen.finish_reason == "error":
-            raise AgentError(f"the backend failed: {gen.error}")
+            raise AgentError(f"the {self.backend.name} backend failed: {gen.error}")
+        text = gen.text
+        if self.tokenizer is not None and gen.token_ids:  # the reply without special tokens
+            text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
         if self.history:
-            conv.messages.append({"role": "assistant", "content": gen.text})
+            conv.messages.append({"role": "assistant", "content": text})
         return Reply(
-            gen.text,
+            text,
             prompt_tokens=int(gen.prompt_tokens),
             completion_tokens=int(gen.completion_tokens),
             latency_s=gen.latency_s or time.perf_counter() - t0,

@@ -1,0 +1,33 @@
+"""``gemgym eval --agent transformers``: the token-level layer's backend on a tiny random model
+(made on the fly, no download), and the OpenAI-compatible path to the same kind of server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gemgym.cli import main
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+
+def test_eval_with_the_transformers_backend(tmp_path: Path) -> None:
+    from gemgym.llm.testing import build_tiny_chat_model
+
+    model = build_tiny_chat_model(tmp_path / "tiny")
+    run = tmp_path / "run"
+    status = main(
+        ["eval", "game:GuessTheNumber-v0-easy", "eval:AIME24", "--agent", "transformers",
+         "--model", str(model), "--device", "cpu", "--tasks", "2", "--limit", "2", "--n", "2",
+         "--max-tokens", "8", "--temperature", "1.0", "--quiet", "--out", str(run)]
+    )  # fmt: skip
+    assert status == 0
+    records = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 8 and all(r["status"] == "ok" for r in records)
+    assert all(0 < r["usage"]["completion_tokens"] <= 8 * r["turns"] for r in records)
+    assert all(r["usage"]["prompt_tokens"] > 0 for r in records)
+    run_info = json.loads((run / "summary.json").read_text())["run"]
+    assert run_info["agent"] == "transformers"
