@@ -177,3 +177,27 @@ def test_gem_env_classes_take_gems_constructor_keywords() -> None:
     puzzle = FifteenPuzzleEnv(max_turns=30, num_rows=3)
     assert puzzle.reset(0)[0] and puzzle.num_rows == 3
     assert issubclass(CodeEnv, gem.Env)
+
+
+def test_fifteen_puzzle_exposes_gems_board_and_helpers() -> None:
+    from gemgym.compat.gem.envs.game_env.fifteen_puzzle import FifteenPuzzleEnv
+
+    env = FifteenPuzzleEnv(max_turns=100, num_rows=4, init_algo="monte_carlo", mc_rand_moves=20)
+    goal = env._generate_goal_board()
+    assert goal[3] == [13, 14, 15, None]
+    assert env._is_solvable(env.board) and not env._is_solved()
+    env.reset()
+    env.board = [row[:] for row in goal]
+    env.turn_count = 0
+    assert env._is_solved() and env.blank_pos == (3, 3)
+    assert not env._move("up") and not env._move("left")
+    env.step(r"\boxed{down}")  # the tile above the empty cell comes down
+    assert env.board[2][3] is None and env.board[3][3] == 12
+    unsolvable = [row[:] for row in goal]
+    unsolvable[3][1], unsolvable[3][2] = 15, 14
+    assert not env._is_solvable(unsolvable)
+    with pytest.raises(ValueError, match="init_algo"):
+        FifteenPuzzleEnv(init_algo="magic")
+    a = FifteenPuzzleEnv(num_rows=3, mc_rand_moves=30)
+    b = FifteenPuzzleEnv(num_rows=3, mc_rand_moves=30)
+    assert a.reset(4)[1]["suffix"] == b.reset(4)[1]["suffix"]  # seeded scramble

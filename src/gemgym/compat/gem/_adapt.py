@@ -182,7 +182,11 @@ class GemEnv(Env):
             ) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_gem_") or name in _OWN:
+        if (
+            name.startswith("_gem_")
+            or name in _OWN
+            or isinstance(getattr(type(self), name, None), property)
+        ):
             object.__setattr__(self, name, value)
             return
         inner = self._gem_env.unwrapped
