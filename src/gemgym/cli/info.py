@@ -15,6 +15,9 @@ def env_card(env_id: str) -> str:
     doc = ""
     if isinstance(s.entry_point, str):
         module_name = s.entry_point.partition(":")[0]
+        game = s.kwargs.get("game")  # a multi-agent game's card is its game module's
+        if isinstance(game, str) and ":" in game:
+            module_name = game.partition(":")[0]
         try:
             doc = inspect.getdoc(importlib.import_module(module_name)) or ""
         except ImportError as e:
