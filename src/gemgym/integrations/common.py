@@ -1,0 +1,194 @@
+"""What every trainer integration shares: naming envs, dataset rows, a text-level episode.
+
+* :data:`EnvsArg` / :func:`resolve_envs`: a run names its envs as one registered id
+  (``"game:GuessTheNumber-v0-easy"``), a factory (``lambda: ToolEnvWrapper(gemgym.make(...),
+  [PythonTool()])``), or a mapping of names to either, for runs that mix envs;
+* :func:`task_rows`: the rows of a trainer's dataset, ``{"env": name, "seed": s, "prompt": ...}``,
+  mixing the envs round-robin; every rollout of a row starts from the same state (its seed), so
+  group baselines (GRPO, RLOO, ReBN per group) compare like with like;
+* :class:`TextEpisode`: one episode driven with the model's text (for frameworks whose own code
+  renders and tokenises the conversation: verifiers, the Tinker cookbook, OpenRLHF, Oat). It
+  shows the model what :func:`gemgym.prompting.model_view` shows, and a finished episode refuses
+  another step.
+
+>>> envs = resolve_envs({"guess": "game:GuessTheNumber-v0-easy"})
+>>> rows = task_rows(envs, 2, seed=7)
+>>> [(r["env"], r["seed"]) for r in rows]
+[('guess', 7), ('guess', 8)]
+>>> ep = TextEpisode(envs["guess"], seed=7)
+>>> isinstance(ep.reset(), str), ep.done
+(True, False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gemgym.core import Env
+from gemgym.errors import ConfigError, ResetNeeded
+from gemgym.prompting import model_view
+
+__all__ = [
+    "EnvFactory",
+    "EnvsArg",
+    "StepOutcome",
+    "TextEpisode",
+    "observation_text",
+    "resolve_envs",
+    "task_rows",
+]
+
+EnvFactory = Callable[[], Env[Any, Any]]
+"""Builds one fresh env (a registered id is turned into ``lambda: gemgym.make(id)``)."""
+
+EnvsArg = str | EnvFactory | Mapping[str, "str | EnvFactory"]
+"""One env id, one factory, or ``{name: id or factory}`` for runs mixing several envs."""
+
+
+def _factory(spec: str | EnvFactory) -> EnvFactory:
+    if isinstance(spec, str):
+        import gemgym
+
+        gemgym.spec(spec)  # an unknown id fails now, with close matches, not mid-training
+
+        def make(env_id: str = spec) -> Env[Any, Any]:
+            return gemgym.make(env_id)
+
+        return make
+    if callable(spec):
+        return spec
+    raise ConfigError(f"an env is a registered id or a zero-argument factory, got {spec!r}")
+
+
+def resolve_envs(envs: EnvsArg) -> dict[str, EnvFactory]:
+    """``{name: factory}`` from any :data:`EnvsArg`; a single id is named after itself, a
+    single factory ``"env"``."""
+    if isinstance(envs, str):
+        return {envs: _factory(envs)}
+    if isinstance(envs, Mapping):
+        if not envs:
+            raise ConfigError("no envs given: pass an env id, a factory or {name: id/factory}")
+        return {str(name): _factory(spec) for name, spec in envs.items()}
+    return {"env": _factory(envs)}
+
+
+def observation_text(observation: Any, info: Mapping[str, Any] | None) -> str:
+    """The observation as the text a chat model is shown (:func:`model_view`); chat and
+    multimodal observations are refused with what to do instead."""
+    shown = model_view(observation, info)
+    if isinstance(shown, str):
+        return shown
+    raise ConfigError(
+        f"this integration sends text; the env observed {type(shown).__name__}. Use a text env "
+        "(or gemgym.llm's rollouts, which pass chat and image observations to engines that take "
+        "them)"
+    )
+
+
+def task_rows(
+    envs: Mapping[str, EnvFactory], n: int, *, seed: int = 0, with_prompt: bool = True
+) -> list[dict[str, Any]]:
+    """``n`` dataset rows cycling through ``envs``: ``{"env", "seed", "prompt"}``.
+
+    Row ``i`` plays env ``names[i % len(names)]`` from seed ``seed + i``; ``prompt`` is its
+    first observation as a chat message list (what trainers log and what a TRL dataset needs),
+    left out with ``with_prompt=False``.
+    """
+    if n < 1:
+        raise ConfigError(f"n must be >= 1, got {n}")
+    names = list(envs)
+    rows: list[dict[str, Any]] = []
+    made: dict[str, Env[Any, Any]] = {}
+    try:
+        for i in range(n):
+            name = names[i % len(names)]
+            row: dict[str, Any] = {"env": name, "seed": seed + i}
+            if with_prompt:
+                env = made.get(name) or made.setdefault(name, envs[name]())
+                obs, info = env.reset(seed=seed + i)
+                row["prompt"] = [{"role": "user", "content": observation_text(obs, info)}]
+            rows.append(row)
+    finally:
+        for env in made.values():
+            env.close()
+    return rows
+
+
+@dataclass(slots=True)
+class StepOutcome:
+    """What one env step answered, with the next observation as the model's text."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode ended."""
+        return self.terminated or self.truncated
+
+
+class TextEpisode:
+    """One episode of a gemgym env, driven with the model's text replies.
+
+    ``reset()`` returns the first observation as text; ``step(text)`` plays one reply. Rewards
+    accumulate in :attr:`rewards` (one per step). The env is built on first use and closed when
+    the episode ends (or by :meth:`close`).
+    """
+
+    def __init__(self, factory: EnvFactory, seed: int | None = None) -> None:
+        self._factory = factory
+        self.seed = seed
+        self._env: Env[Any, Any] | None = None
+        self.rewards: list[float] = []
+        self.last: StepOutcome | None = None
+        self.reset_info: dict[str, Any] = {}
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode has ended."""
+        return self.last is not None and self.last.done
+
+    @property
+    def total_return(self) -> float:
+        """Sum of the rewards so far."""
+        return float(sum(self.rewards))
+
+    @property
+    def success(self) -> bool:
+        """The env's ``info["success"]`` after the last step (else: ended with reward > 0)."""
+        if self.last is None:
+            return False
+        return bool(self.last.info.get("success", self.last.terminated and self.last.reward > 0))
+
+    def reset(self) -> str:
+        """Start the episode; returns the first observation as text."""
+        if self._env is None:
+            self._env = self._factory()
+        obs, info = self._env.reset(seed=self.seed)
+        self.rewards, self.last, self.reset_info = [], None, dict(info)
+        return observation_text(obs, info)
+
+    def step(self, text: str) -> StepOutcome:
+        """Play one reply; the env is closed once the episode ends."""
+        if self._env is None or self.done:
+            raise ResetNeeded("the episode has ended (or was never reset); call reset() first")
+        obs, reward, terminated, truncated, info = self._env.step(text)
+        out = StepOutcome(
+            observation_text(obs, info), float(reward), bool(terminated), bool(truncated), info
+        )
+        self.rewards.append(out.reward)
+        self.last = out
+        if out.done:
+            self.close()
+        return out
+
+    def close(self) -> None:
+        """Close the env (idempotent)."""
+        if self._env is not None:
+            env, self._env = self._env, None
+            env.close()

@@ -1,0 +1,351 @@
+"""TRL: multi-turn GRPO on any gemgym env, through ``GRPOTrainer``'s ``rollout_func``.
+
+:class:`GemgymGRPOTrainer` is a ``trl.GRPOTrainer`` whose rollouts are whole gemgym episodes
+played by the model being trained (:mod:`gemgym.llm`: the prompt rendered by the model's chat
+template, each sampled action kept verbatim, every observation and tool output rendered by the
+template and masked out of the loss), and whose reward is the env's own:
+
+    from trl import GRPOConfig
+    from gemgym.integrations.trl import GemgymGRPOTrainer
+
+    trainer = GemgymGRPOTrainer(
+        model="path/to/model",                      # any local HF causal LM with a chat template
+        envs={"guess": "game:GuessTheNumber-v0-easy", "sudoku": "game:Sudoku-v0-easy"},
+        args=GRPOConfig(output_dir="out", num_generations=4, max_steps=3),
+        num_tasks=64,                               # dataset rows, mixing the envs round-robin
+        advantage="rebn", gamma=0.9,                # or "grpo" (TRL's own), "rebn_group", ...
+    )
+    trainer.train()
+
+How it plugs in (TRL 1.16, ``rollout_func`` is experimental upstream):
+
+* the dataset is :func:`gemgym.integrations.common.task_rows`: ``{"prompt", "env", "seed"}``;
+  TRL repeats each row ``num_generations`` times, so a GRPO group is ``num_generations``
+  episodes of one env from one seed;
+* ``rollout_func`` plays those episodes (many in flight, one batched forward pass per token on
+  the transformers backend) and returns ``prompt_ids`` (the first turn's prompt),
+  ``completion_ids`` (every action and every observation after it), ``logprobs`` (sampled
+  log-probs of the actions, 0 on env tokens), ``env_mask`` (1 on sampled tokens only; TRL
+  multiplies it into the loss mask) and the per-episode ``env_return``;
+* the reward function :func:`env_return` hands TRL the env's return; with ``advantage="grpo"``
+  TRL's group normalisation makes the advantage, with a gemgym estimator (``"rebn"``,
+  ``"rebn_group"``, ``"reinforce"``, ``"drgrpo"``, ``"rloo"``) the trainer replaces it by
+  per-token advantages: each turn's (discounted, ``gamma``) return estimate on that turn's
+  action tokens (:func:`gemgym.llm.token_advantages`), which the GRPO loss takes as ``(B, T)``.
+  ReBN normalises over the process's batch.
+
+Needs ``pip install "gemgym[trl]"`` (TRL, accelerate, transformers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gemgym.errors import ConfigError, missing_dependency
+from gemgym.integrations.common import EnvsArg, resolve_envs, task_rows
+from gemgym.llm.record import TokenEpisode
+
+try:
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+except ImportError as e:  # pragma: no cover - depends on the extra
+    raise missing_dependency(e.name or "trl", "trl") from e
+
+__all__ = [
+    "ADVANTAGES",
+    "GemgymGRPOTrainer",
+    "env_return",
+    "episodes_to_rollout",
+    "warm_start",
+]
+
+ADVANTAGES: tuple[str, ...] = ("grpo", "rebn", "rebn_group", "reinforce", "drgrpo", "rloo")
+"""``"grpo"``: TRL's own group-normalised episode return; the others: gemgym's estimators
+(:mod:`gemgym.rl.advantages`) over turns, broadcast onto the action tokens."""
+
+
+def episodes_to_rollout(episodes: Sequence[TokenEpisode], eos_token_id: int) -> dict[str, Any]:
+    """The ``rollout_func`` output for ``episodes``: one row per episode.
+
+    ``completion_ids`` is everything after the first prompt, except the context the template
+    adds after the last action (no model conditions on it); an episode that produced no token
+    (its first request failed) gets one masked ``eos_token_id`` so TRL's tensors stay
+    rectangular, and return 0.
+    """
+    out: dict[str, list[Any]] = {
+        "prompt_ids": [],
+        "completion_ids": [],
+        "logprobs": [],
+        "env_mask": [],
+        "env_return": [],
+        "gemgym_finish": [],
+    }
+    for ep in episodes:
+        ids: list[int] = []
+        lps: list[float] = []
+        mask: list[int] = []
+        for k, t in enumerate(ep.turns):
+            ids += t.action_ids
+            lps += list(t.logprobs) if t.logprobs is not None else [0.0] * len(t.action_ids)
+            mask += [1] * len(t.action_ids)
+            if k < len(ep.turns) - 1:
+                ids += t.next_ids
+                lps += [0.0] * len(t.next_ids)
+                mask += [0] * len(t.next_ids)
+        if not ids:
+            ids, lps, mask = [eos_token_id], [0.0], [0]
+        out["prompt_ids"].append(list(ep.prompt_ids))
+        out["completion_ids"].append(ids)
+        out["logprobs"].append(lps)
+        out["env_mask"].append(mask)
+        out["env_return"].append(ep.total_return)
+        out["gemgym_finish"].append(ep.finish_reason)
+    return out
+
+
+def env_return(completions: Sequence[Any], env_return: Sequence[float], **_: Any) -> list[float]:
+    """TRL reward function: the env's return of each episode (from ``rollout_func``)."""
+    return [float(r) for r in env_return]
+
+
+class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
+    """``trl.GRPOTrainer`` training on gemgym episodes (see the module docstring).
+
+    Args:
+        model: a model path or a loaded ``PreTrainedModel`` (as for ``GRPOTrainer``).
+        envs: one env id, a factory, or ``{name: id or factory}`` to mix envs (each dataset row
+            names its env).
+        args: the ``GRPOConfig``.
+        num_tasks: dataset rows to make when ``train_dataset`` is not given.
+        task_seed: the first row's seed.
+        train_dataset: rows with ``"prompt"``, ``"env"`` and ``"seed"`` columns (default:
+            :func:`~gemgym.integrations.common.task_rows`).
+        max_turns: the most turns an episode may take (then it is cut as truncated).
+        system_prompt: a system message before each first observation.
+        advantage: one of :data:`ADVANTAGES`.
+        gamma: the discount of the turn-level estimators.
+        sampling: overrides of :class:`gemgym.llm.SamplingParams` (default: the config's
+            ``temperature``, ``top_p`` and ``max_completion_length`` per turn).
+        episode_log: a list the trainer appends every played :class:`TokenEpisode` to.
+        **kwargs: passed to ``GRPOTrainer`` (``processing_class``, ``callbacks``, ...).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        envs: EnvsArg,
+        args: GRPOConfig,
+        *,
+        num_tasks: int = 256,
+        task_seed: int = 0,
+        train_dataset: Any = None,
+        max_turns: int = 8,
+        system_prompt: str | None = None,
+        advantage: str = "grpo",
+        gamma: float = 1.0,
+        sampling: Mapping[str, Any] | None = None,
+        episode_log: list[TokenEpisode] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if advantage not in ADVANTAGES:
+            raise ConfigError(f"unknown advantage {advantage!r}; choose one of {list(ADVANTAGES)}")
+        if not 0.0 <= gamma <= 1.0:
+            raise ConfigError(f"gamma must be in [0, 1], got {gamma}")
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        for key in ("rollout_func", "reward_funcs", "environment_factory"):
+            if key in kwargs:
+                raise ConfigError(f"{key} is set by GemgymGRPOTrainer; the env owns the rewards")
+        self.gemgym_envs = resolve_envs(envs)
+        if train_dataset is None:
+            train_dataset = Dataset.from_list(
+                task_rows(self.gemgym_envs, num_tasks, seed=task_seed)
+            )
+        self.gemgym_max_turns = max_turns
+        self.gemgym_system_prompt = system_prompt
+        self.gemgym_advantage = advantage
+        self.gemgym_gamma = gamma
+        self.gemgym_sampling = dict(sampling or {})
+        self.gemgym_episodes: list[TokenEpisode] = []
+        self.gemgym_episode_log = episode_log
+        self._gemgym_rows: list[dict[str, Any]] = []
+        super().__init__(
+            model=model,
+            reward_funcs=[env_return],
+            args=args,
+            train_dataset=train_dataset,
+            rollout_func=_rollout_func,
+            **kwargs,
+        )
+
+    # -- rollouts ----------------------------------------------------------------------------
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self._gemgym_rows = inputs
+        output: dict[str, Any] = super()._generate_and_score_completions(inputs)
+        if self.gemgym_advantage != "grpo":
+            output["advantages"] = self._token_advantages(output["completion_ids"])
+        return output
+
+    def _token_advantages(self, completion_ids: torch.Tensor) -> torch.Tensor:
+        """Per-token advantages ``(B, T)`` aligned with the padded ``completion_ids``."""
+        from gemgym.llm.record import token_advantages
+
+        episodes = self.gemgym_episodes
+        rows = self._gemgym_rows
+        groups = [(str(r["env"]), int(r["seed"])) for r in rows]
+        advs = token_advantages(
+            episodes, self.gemgym_advantage, gamma=self.gemgym_gamma, group_ids=groups
+        )
+        out = torch.zeros(completion_ids.shape, dtype=torch.float32)
+        for i, (ep, a) in enumerate(zip(episodes, advs, strict=True)):
+            tail = a[len(ep.prompt_ids) :]
+            width = min(len(tail), out.shape[1])
+            out[i, :width] = torch.as_tensor(tail[:width], dtype=torch.float32)
+        return out.to(completion_ids.device)
+
+    def play(self, rows: Sequence[Mapping[str, Any]]) -> list[TokenEpisode]:
+        """Play one episode per row with the current weights, from the row's env and seed.
+
+        Rows that share ``(env, seed)`` (TRL's group) run as one :func:`arollout_tokens` call
+        on a vector env of their own; every call runs at once on one transformers backend,
+        which batches whatever is in flight.
+        """
+        from gemgym.llm.backend import SamplingParams
+        from gemgym.llm.rollout import arollout_tokens
+        from gemgym.llm.transformers_backend import TransformersBackend
+        from gemgym.vector import make_vector_env
+
+        tokenizer = _tokenizer(self)
+        settings: dict[str, Any] = {
+            "temperature": self.args.temperature,
+            "top_p": self.args.top_p,
+            "max_tokens": self.args.max_completion_length,
+            **self.gemgym_sampling,
+        }
+        sampling = SamplingParams(**settings)
+        # one sampling seed per group and step: episodes differ across groups and updates
+        base_seed = int(self.args.seed) * 1_000_003 + int(self.state.global_step) * 10_007
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, r in enumerate(rows):
+            groups.setdefault((str(r["env"]), int(r["seed"])), []).append(i)
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training  # the backend puts the model in eval mode
+        backend = TransformersBackend(
+            model, tokenizer, device=str(self.accelerator.device), name=str(model.name_or_path)
+        )
+
+        async def one(k: int, name: str, seed: int, n: int) -> list[TokenEpisode]:
+            venv = make_vector_env(env_fns=[self.gemgym_envs[name]] * n, autoreset_mode="disabled")
+            try:
+                return await arollout_tokens(
+                    venv,
+                    backend,
+                    tokenizer,
+                    episodes=n,
+                    seed=seed,
+                    group_size=n,
+                    sampling=sampling.replace(seed=base_seed + 101 * k),
+                    system_prompt=self.gemgym_system_prompt,
+                    max_turns=self.gemgym_max_turns,
+                )
+            finally:
+                venv.close()
+
+        async def run() -> list[list[TokenEpisode]]:
+            try:
+                return await asyncio.gather(
+                    *(
+                        one(k, name, seed, len(idx))
+                        for k, ((name, seed), idx) in enumerate(groups.items())
+                    )
+                )
+            finally:
+                await backend.aclose()
+
+        try:
+            played = asyncio.run(run())
+        finally:
+            model.train(was_training)
+        out: list[TokenEpisode | None] = [None] * len(rows)
+        for (name, _), idx, eps in zip(groups, groups.values(), played, strict=True):
+            for i, ep in zip(idx, eps, strict=True):
+                ep.env_id, ep.index = name, i
+                out[i] = ep
+        return [ep for ep in out if ep is not None]
+
+
+def warm_start(
+    model: Any,
+    envs: EnvsArg,
+    reply: Callable[[dict[str, Any], random.Random], str],
+    output_dir: str,
+    *,
+    num_tasks: int = 64,
+    steps: int = 60,
+    learning_rate: float = 1e-2,
+    seed: int = 0,
+    system_prompt: str | None = None,
+    **config: Any,
+) -> str:
+    """Teach a model the envs' action format with ``trl.SFTTrainer``; returns the saved path.
+
+    Each example is a task row's first observation (the prompt, no loss) answered by
+    ``reply(row, rng)`` (the completion, trained on; e.g.
+    ``"\\boxed{7}"`` for a random guess). A random-initialised model never writes a valid action,
+    so every episode would end with the same format penalty and GRPO would see no signal; a few
+    SFT steps on the format fix that. ``config`` goes to ``trl.SFTConfig``.
+    """
+    from trl import SFTConfig, SFTTrainer
+
+    rng = random.Random(seed)
+    head = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
+    rows = task_rows(resolve_envs(envs), num_tasks, seed=seed)
+    data = Dataset.from_list(
+        [
+            {
+                "prompt": [*head, *r["prompt"]],
+                "completion": [{"role": "assistant", "content": reply(r, rng)}],
+            }
+            for r in rows
+        ]
+    )
+    args = SFTConfig(
+        output_dir=output_dir,
+        max_steps=steps,
+        learning_rate=learning_rate,
+        per_device_train_batch_size=config.pop("per_device_train_batch_size", 8),
+        logging_steps=config.pop("logging_steps", steps),
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        **config,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data)
+    trainer.train()
+    trainer.save_model(output_dir)
+    tokenizer = trainer.processing_class
+    if tokenizer is not None:
+        tokenizer.save_pretrained(output_dir)
+    return output_dir
+
+
+def _rollout_func(prompts: list[Any], trainer: GemgymGRPOTrainer) -> dict[str, Any]:
+    """TRL's ``rollout_func``: the rows come from the trainer (TRL passes only the prompts)."""
+    rows = trainer._gemgym_rows
+    if len(rows) != len(prompts):
+        raise ConfigError(f"{len(prompts)} prompts for {len(rows)} dataset rows")
+    episodes = trainer.play(rows)
+    trainer.gemgym_episodes = episodes
+    if trainer.gemgym_episode_log is not None:
+        trainer.gemgym_episode_log.extend(episodes)
+    return episodes_to_rollout(episodes, int(_tokenizer(trainer).eos_token_id))
+
+
+def _tokenizer(trainer: Any) -> Any:
+    """The trainer's tokenizer (a processor's, for multimodal models)."""
+    processing: Any = trainer.processing_class
+    return getattr(processing, "tokenizer", processing)
