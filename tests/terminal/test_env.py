@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -252,3 +254,37 @@ def test_dir_env_draws_tasks_by_seed_and_by_name(task_dir: Path) -> None:
         assert env.reset(options={"task": "other-task"})[1]["task"] == "other-task"
         with pytest.raises(ConfigError, match="no task"):
             env.reset(options={"task": "nope"})
+
+
+def _bwrap_children() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"bwrap" in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+@needs_bwrap
+def test_sandboxes_started_ahead_are_used_and_closed(task_dir: Path) -> None:
+    env = TerminalEnv(path=str(task_dir))
+    env.reset(seed=0)
+    time.sleep(1.0)  # the grader's sandbox starts meanwhile
+    start = time.monotonic()
+    assert env.step("done")[1] == 0.0
+    time.sleep(1.0)
+    env.reset(seed=0)  # takes the sandbox started during grading
+    assert time.monotonic() - start < 30
+    env.close()
+    deadline = time.monotonic() + 10
+    while _bwrap_children() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _bwrap_children() == []
+    with TerminalEnv(path=str(task_dir), prestart=False) as plain:
+        plain.reset(seed=0)
+        assert plain.step("done")[1] == 0.0

@@ -22,7 +22,8 @@ expert        replays the task's reference solution (``solution/solve.sh``), the
 kwargs        ``task``, ``path``, ``max_turns`` (30), ``command_timeout`` (30 s),
               ``episode_timeout`` (600 s of command time), ``max_output_chars`` (4000),
               ``limits`` (a :class:`gemgym.sandbox.Limits`), ``workspace_size`` (128 MiB),
-              ``backend`` (``"bwrap"``; see docs/terminal.md for docker)
+              ``backend`` (``"bwrap"``; see docs/terminal.md for docker), ``prestart``
+              (``True``: start the grader's and the next episode's sandboxes in the background)
 ============  =================================================================================
 
 The shell is one long-lived ``bash`` in a hardened bubblewrap sandbox
@@ -35,11 +36,14 @@ agent wrote (test files, a fake ``pytest``, a ``conftest.py``, printed "PASSED")
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
+import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -101,6 +105,7 @@ class TerminalConfig:
     limits: Limits | None = None
     workspace_size: int = 128 << 20
     backend: str = "bwrap"
+    prestart: bool = True
 
     def validate(self) -> None:
         check_turn_limit(self.max_turns)
@@ -141,6 +146,7 @@ class TerminalEnv(Env[str, str]):
         limits: Limits | None = None,
         workspace_size: int = 128 << 20,
         backend: str = "bwrap",
+        prestart: bool = True,
     ) -> None:
         self.config = TerminalConfig(
             task,
@@ -152,6 +158,7 @@ class TerminalEnv(Env[str, str]):
             limits,
             workspace_size,
             backend,
+            prestart,
         )
         self.config.validate()
         root = Path(path).expanduser() if path is not None else SHIPPED_TASKS
@@ -178,6 +185,7 @@ class TerminalEnv(Env[str, str]):
         self._done = True
         self._episode: tuple[int | None, dict[str, Any] | None, list[str]] | None = None
         self._solution_sent = False
+        self._spares: dict[str, Future[Any]] = {}
 
     # -- episode -------------------------------------------------------------------------------
     def _limits(self) -> Limits:
@@ -203,6 +211,32 @@ class TerminalEnv(Env[str, str]):
             hide=self._hide,
         )
 
+    def _prestart(self, tests: Path | None = None) -> None:
+        """Start the next sandbox in the background (the episode's, or the grader's for
+        ``tests``), so that the next reset or grading finds it ready."""
+        if not self.config.prestart or self._closed:
+            return
+        key = str(tests) if tests is not None else ""
+        if key in self._spares:
+            return
+        self._spares[key] = _prestarter().submit(self._new_session, tests)
+
+    def _take_session(self, tests: Path | None = None) -> Any:
+        """A started sandbox: the one started in the background for this use, or a new one."""
+        spare = self._spares.pop(str(tests) if tests is not None else "", None)
+        if spare is not None:
+            try:
+                session = spare.result()
+                if not session.closed:
+                    return session
+            except Exception:  # start one here instead, where its error reaches the caller
+                pass
+        return self._new_session(tests)
+
+    def _drop_spares(self, keep: str | None = None) -> None:
+        for key in [k for k in self._spares if k != keep]:
+            self._spares.pop(key).add_done_callback(_close_started)
+
     def _close_session(self) -> None:
         if self._session is not None:
             self._session.close()
@@ -216,7 +250,11 @@ class TerminalEnv(Env[str, str]):
         task = self._choose(options)
         self.current = task
         self._episode = (seed, dict(options) if options else None, [])
-        session = self._new_session()
+        grader_key = str(task.tests_dir)
+        self._drop_spares(keep="")
+        session = self._take_session()
+        self._drop_spares(keep=grader_key)
+        self._prestart(task.tests_dir)
         try:
             archive = task.files_archive()
             if archive is not None:
@@ -321,7 +359,8 @@ class TerminalEnv(Env[str, str]):
         self._done = True
         archive = self._session.export()
         self._close_session()
-        grader = self._new_session(tests=self.current.tests_dir)
+        grader = self._take_session(self.current.tests_dir)
+        self._prestart()  # the next episode's
         try:
             grader.load(archive)
             report = grader.run_tests(timeout=self.current.verifier_timeout)
@@ -384,18 +423,7 @@ class TerminalEnv(Env[str, str]):
         if same_state:
             copy: TerminalEnv = pickle.loads(pickle.dumps(self))
             return copy
-        c = self.config
-        return TerminalEnv(
-            c.task,
-            c.path,
-            c.max_turns,
-            c.command_timeout,
-            c.episode_timeout,
-            c.max_output_chars,
-            c.limits,
-            c.workspace_size,
-            c.backend,
-        )
+        return _from_config(self.config)
 
     def get_state(self) -> Any:
         raise NotImplementedError(
@@ -404,8 +432,39 @@ class TerminalEnv(Env[str, str]):
         )
 
     def close(self) -> None:
+        self._closed = True
+        self._drop_spares()
         self._close_session()
         super().close()
+
+
+def _from_config(config: TerminalConfig) -> TerminalEnv:
+    return TerminalEnv(**{f.name: getattr(config, f.name) for f in fields(config)})
+
+
+_PRESTARTER: list[ThreadPoolExecutor] = []
+_PRESTARTER_LOCK = threading.Lock()
+
+
+def _prestarter() -> ThreadPoolExecutor:
+    """The threads that start sandboxes in the background (shared by every terminal env)."""
+    with _PRESTARTER_LOCK:
+        if not _PRESTARTER:
+            _PRESTARTER[:] = [ThreadPoolExecutor(2, "gemgym-terminal-prestart")]
+        return _PRESTARTER[0]
+
+
+def _close_started(future: Future[Any]) -> None:
+    """Close a sandbox started in the background that is no longer wanted."""
+    if not future.cancel() and future.exception() is None:
+        future.result().close()
+
+
+def _reset_prestarter() -> None:  # a forked child must not wait on its parent's threads
+    _PRESTARTER.clear()
+
+
+os.register_at_fork(after_in_child=_reset_prestarter)
 
 
 def _restore(
@@ -413,17 +472,7 @@ def _restore(
     rng: bytes,
     episode: tuple[int | None, dict[str, Any] | None, list[str]] | None,
 ) -> TerminalEnv:
-    env = TerminalEnv(
-        config.task,
-        config.path,
-        config.max_turns,
-        config.command_timeout,
-        config.episode_timeout,
-        config.max_output_chars,
-        config.limits,
-        config.workspace_size,
-        config.backend,
-    )
+    env = _from_config(config)
     if episode is not None:
         seed, options, actions = episode
         env.reset(seed=seed, options=options)
