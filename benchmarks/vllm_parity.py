@@ -74,8 +74,9 @@ def start_vllm(python: str, model: str, port: int, max_model_len: int) -> subpro
         "--seed",
         "0",
     ]
-    log = open(Path(tempfile.gettempdir()) / f"vllm-parity-{port}.log", "wb")  # noqa: SIM115
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    log = Path(tempfile.gettempdir()) / f"vllm-parity-{port}.log"
+    with open(log, "wb") as f:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> float:

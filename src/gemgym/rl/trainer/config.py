@@ -38,7 +38,7 @@ class TrainConfig:
     n_positions: int = 512
     tokenizer: str = "bytes"
     lora_rank: int = 0
-    lora_alpha: float = 16.0
+    lora_alpha: int = 16
     system_prompt: str | None = None
     seed: int = 0
     episodes_per_update: int = 64

@@ -78,6 +78,8 @@ def log_probs(
     ``None``)."""
     import torch
 
+    if hasattr(model, "get_base_model"):  # PEFT (LoRA): the adapted layers live in the base model
+        model = model.get_base_model()
     head = model.get_output_embeddings() if mask is not None else None
     base = getattr(model, getattr(model, "base_model_prefix", ""), None)
     softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)

@@ -93,8 +93,9 @@ import numpy as np
 from gemgym.experience import Episode, read_jsonl
 from gemgym.rl.collector import Batch
 from gemgym.rl.tokens import TokenizedEpisode, token_weights
-from gemgym.rl.trainer import schedules
+from gemgym.rl.trainer import hf_policy, schedules
 from gemgym.rl.trainer.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
+from gemgym.rl.trainer.codec import HFCodec
 from gemgym.rl.trainer.collection import BatchCollection, make_collector
 from gemgym.rl.trainer.config import KL_ESTIMATORS, TrainConfig, config_from_dict
 from gemgym.rl.trainer.evaluation import EVAL_SEED_BASE, evaluate_policy
@@ -169,13 +170,17 @@ class Trainer:
         else:
             self.device = torch.device(config.device)
         torch.manual_seed(config.seed)
-        self.model, self.codec = build_model(
-            config.model,
-            n_layer=config.n_layer,
-            n_embd=config.n_embd,
-            n_head=config.n_head,
-            n_positions=config.n_positions,
-            tokenizer=config.tokenizer,
+        self.model, self.codec = (
+            build_model(
+                None,
+                n_layer=config.n_layer,
+                n_embd=config.n_embd,
+                n_head=config.n_head,
+                n_positions=config.n_positions,
+                tokenizer=config.tokenizer,
+            )
+            if config.model is None
+            else hf_policy.load_chat_model(config)
         )
         self.model.to(self.device)
         self.max_length = model_positions(self.model)
@@ -231,15 +236,18 @@ class Trainer:
 
     def _make_policy(self, model: Any) -> LMPolicy:
         cfg = self.config
+        common: dict[str, Any] = {
+            "max_new_tokens": cfg.max_new_tokens,
+            "temperature": cfg.temperature,
+            "seed": cfg.seed,
+            "device": self.device,
+        }
+        if isinstance(self.codec, HFCodec):  # --model: sampled through gemgym.llm
+            return hf_policy.ChatPolicy(
+                model, self.codec, system_prompt=cfg.system_prompt, **common
+            )
         return LMPolicy(
-            model,
-            self.codec,
-            max_new_tokens=cfg.max_new_tokens,
-            temperature=cfg.temperature,
-            min_p=cfg.min_p,
-            obs_max_tokens=cfg.obs_max_tokens,
-            seed=cfg.seed,
-            device=self.device,
+            model, self.codec, min_p=cfg.min_p, obs_max_tokens=cfg.obs_max_tokens, **common
         )
 
     @property
@@ -541,6 +549,8 @@ class Trainer:
             if cfg.final_eval_greedy:
                 final["eval_greedy"] = self.evaluate(cfg.final_eval_episodes, greedy=True)
                 self.log(f"final eval, greedy decoding: {final['eval_greedy']}")
+        if isinstance(self.codec, HFCodec):  # the trained model, as from_pretrained loads it
+            hf_policy.save_hf_model(self.model, self.codec.tokenizer, self.out_dir / "model")
         (self.out_dir / "final.json").write_text(json.dumps(final, indent=2) + "\n")
         return final
 
