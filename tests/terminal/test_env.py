@@ -13,7 +13,12 @@ import pytest
 import gemgym
 from gemgym.envs.terminal.env import TerminalEnv, parse_action
 from gemgym.envs.terminal.loader import load_task, load_tasks
-from gemgym.errors import ConfigError, ResetNeeded, UnknownParameterError
+from gemgym.errors import (
+    ConfigError,
+    ResetNeeded,
+    SandboxUnavailableError,
+    UnknownParameterError,
+)
 from gemgym.sandbox.bwrap import bwrap_available
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
@@ -235,6 +240,12 @@ def test_loader_layouts_and_errors(tmp_path: Path) -> None:
         load_task(tmp_path / "bad")
     (one / "task.toml").write_text("[agent\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
+        load_task(one)
+    (one / "task.toml").write_text('[environment]\nrequires = ["no-such-tool-here"]\n')
+    with pytest.raises(SandboxUnavailableError, match="no-such-tool-here"):
+        TerminalEnv(path=str(one)).reset()
+    (one / "task.toml").write_text('[environment]\nrequires = "git"\n')
+    with pytest.raises(ConfigError, match="list of command names"):
         load_task(one)
     with pytest.raises(ConfigError, match="no shipped terminal task"):
         TerminalEnv(task="no-such-task")

@@ -7,6 +7,7 @@ import os
 import tarfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -86,14 +87,28 @@ def test_exit_starts_a_new_shell(shell: ShellSession) -> None:
 def test_export_and_load_round_trip() -> None:
     with ShellSession() as a:
         a.run("mkdir -p d && echo x > d/f && chmod 600 d/f && ln -s d/f link && mkfifo pipe")
+        a.run("mkdir locked && echo y > locked/f && chmod 000 locked/f locked")  # still saved
         archive = a.export()
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         names = set(tar.getnames())
     assert {"./d/f", "./link", "./pipe"} <= names
     with ShellSession() as b:
         b.load(archive)
-        r = b.run("cat link; stat -c %a d/f; test -p pipe && echo fifo")
-        assert r.output == "x\n600\nfifo\n"
+        r = b.run("cat link; stat -c %a d/f; test -p pipe && echo fifo; cat locked/f")
+        assert r.output == "x\n600\nfifo\ny\n"
+
+
+def test_hidden_directories_are_empty_and_read_only() -> None:
+    # Where gemgym is installed under /usr, its task directory (the hidden tests) is covered.
+    docs = Path("/usr/share/doc")
+    found = sorted(p for p in docs.iterdir() if p.is_dir() and any(p.iterdir()))
+    if not found:
+        pytest.skip("no /usr/share/doc directory to hide here")
+    target = str(found[0])
+    with ShellSession(hide=[target, "/not/a/system/dir"]) as s:
+        r = s.run(f"ls -A {target} | wc -l; touch {target}/x")
+        assert r.output.startswith("0\n") and r.exit_status != 0
+        assert s.run(f"ls {docs} | wc -l").output.strip() != "0"
 
 
 def test_decode_keys() -> None:

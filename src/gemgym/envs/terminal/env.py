@@ -55,7 +55,7 @@ from gemgym.envs.terminal.loader import (
     load_tasks,
     shipped_task_names,
 )
-from gemgym.errors import ConfigError
+from gemgym.errors import ConfigError, SandboxUnavailableError
 from gemgym.registry import register
 from gemgym.sandbox.base import Limits
 from gemgym.tools.base import truncate_output
@@ -248,6 +248,12 @@ class TerminalEnv(Env[str, str]):
         super().reset(seed=seed)
         self._close_session()
         task = self._choose(options)
+        missing = task.missing_tools()
+        if missing:
+            raise SandboxUnavailableError(
+                f"task {task.name!r} needs {', '.join(missing)}, which this machine lacks in "
+                f"/usr (Debian: apt-get install {' '.join(missing)}; cc is in gcc)"
+            )
         self.current = task
         self._episode = (seed, dict(options) if options else None, [])
         grader_key = str(task.tests_dir)

@@ -6,7 +6,8 @@ accepted too)::
     <task>/
       instruction.md        what the agent is told        (1.0: task.yaml, key "instruction")
       task.toml             optional: [metadata] category, difficulty, tags;
-                            [agent] timeout_sec, max_turns; [verifier] timeout_sec
+                            [agent] timeout_sec, max_turns; [verifier] timeout_sec;
+                            [environment] requires (commands it needs, e.g. ["git"])
       environment/
         files/...           copied into the workspace (/app) before the episode
         setup.sh            then run there with bash, as the sandbox's user
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import tarfile
 import tomllib
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ __all__ = ["SHIPPED_TASKS", "TerminalTask", "load_task", "load_tasks", "shipped_
 
 SHIPPED_TASKS = Path(__file__).with_name("tasks")
 """The directory of the tasks shipped with gemgym."""
+_SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class TerminalTask:
         agent_timeout: seconds of command time per episode, if the task sets it.
         max_turns: turns per episode, if the task sets it.
         verifier_timeout: seconds the tests may take.
+        requires: commands the task needs from the host's ``/usr`` (``[environment]
+            requires`` in ``task.toml``), beyond bash, coreutils, tar and python3.
     """
 
     name: str
@@ -57,6 +62,11 @@ class TerminalTask:
     agent_timeout: float | None = None
     max_turns: int | None = None
     verifier_timeout: float = 60.0
+    requires: tuple[str, ...] = ()
+
+    def missing_tools(self) -> list[str]:
+        """The commands of :attr:`requires` this machine does not have."""
+        return [t for t in self.requires if shutil.which(t, path=_SYSTEM_PATH) is None]
 
     @property
     def tests_dir(self) -> Path:
@@ -126,12 +136,7 @@ def load_task(path: str | os.PathLike[str]) -> TerminalTask:
     name = p.name
     meta: dict[str, Any] = {}
     instruction = None
-    if (p / "task.toml").is_file():
-        try:
-            meta = tomllib.loads((p / "task.toml").read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"task {name!r}: task.toml is not valid TOML ({e})") from e
-    elif (p / "task.yaml").is_file():
+    if (p / "task.yaml").is_file():
         try:
             import yaml  # type: ignore[import-untyped]
         except ImportError as e:
@@ -142,6 +147,11 @@ def load_task(path: str | os.PathLike[str]) -> TerminalTask:
         meta = dict(loaded)
         if isinstance(meta.get("instruction"), str):
             instruction = meta.pop("instruction")
+    if (p / "task.toml").is_file():
+        try:
+            meta.update(tomllib.loads((p / "task.toml").read_text(encoding="utf-8")))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"task {name!r}: task.toml is not valid TOML ({e})") from e
     if (p / "instruction.md").is_file():
         instruction = (p / "instruction.md").read_text(encoding="utf-8")
     if not instruction:
@@ -159,6 +169,10 @@ def load_task(path: str | os.PathLike[str]) -> TerminalTask:
     verifier_timeout = _number(
         verifier.get("timeout_sec", meta.get("max_test_timeout_sec")), "verifier timeout", name
     )
+    environment = meta.get("environment", {}) if isinstance(meta.get("environment"), dict) else {}
+    requires = environment.get("requires", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise ConfigError(f"task {name!r}: environment requires must be a list of command names")
     turns = agent.get("max_turns")
     if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 1):
         raise ConfigError(f"task {name!r}: agent max_turns must be a positive int, got {turns!r}")
@@ -170,6 +184,7 @@ def load_task(path: str | os.PathLike[str]) -> TerminalTask:
         agent_timeout=agent_timeout,
         max_turns=turns,
         verifier_timeout=verifier_timeout or 60.0,
+        requires=tuple(requires),
     )
 
 
