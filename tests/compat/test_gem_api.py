@@ -201,3 +201,19 @@ def test_fifteen_puzzle_exposes_gems_board_and_helpers() -> None:
     a = FifteenPuzzleEnv(num_rows=3, mc_rand_moves=30)
     b = FifteenPuzzleEnv(num_rows=3, mc_rand_moves=30)
     assert a.reset(4)[1]["suffix"] == b.reset(4)[1]["suffix"]  # seeded scramble
+
+
+def test_gem_utils_on_gemgyms_graders() -> None:
+    from gemgym.compat.gem.utils import math_grader, qa_em, seeding
+
+    assert math_grader.boxed_reward_fn(r"so \boxed{\frac{1}{2}}", "0.5") == (
+        {"formatted": True},
+        1.0,
+    )
+    assert math_grader.boxed_reward_fn("no box", "0.5") == ({"formatted": False}, 0.0)
+    assert math_grader.grade("2", "2.0")
+    assert qa_em.em_check("The  Danube!", ["danube", "x"]) == 1
+    assert qa_em.normalize_answer("The Danube") == "danube"
+    a, seed = seeding.np_random(3)
+    b, _ = seeding.np_random(3)
+    assert seed == 3 and a.integers(1000) == b.integers(1000)

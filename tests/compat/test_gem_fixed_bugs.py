@@ -58,6 +58,20 @@ def test_an_unclosed_vector_env_does_not_hang_the_exit(how: str) -> None:
     assert done.stdout.strip() == "stepped"
 
 
+def test_an_unclosed_gem_async_vector_env_does_not_hang_the_exit() -> None:
+    # GEM's examples make AsyncVectorEnvs and never close them
+    code = (
+        "import gemgym.compat.gem as gem\n"
+        "v = gem.make_vec(['game:GuessTheNumber-v0-easy'] * 3, async_mode=True)\n"
+        "v.reset()\n"
+        "v.step([r'\\boxed{3}'] * 3)\n"
+        "print('stepped', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "stepped"
+
+
 def test_an_unclosed_process_vector_env_does_not_hang_the_exit(tmp_path: object) -> None:
     code = (
         "import gemgym\n"
