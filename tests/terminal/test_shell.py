@@ -121,3 +121,19 @@ def test_a_closed_session_says_so() -> None:
     session.close()
     with pytest.raises(SandboxError, match="closed"):
         session.run("echo hi")
+
+
+@pytest.mark.parametrize(
+    "sabotage",
+    ["chmod 000 /tmp", "unset PROMPT_COMMAND", "kill -STOP $$", "exec sleep 100", "stty -isig"],
+)
+def test_an_agent_that_breaks_its_shell_gets_a_working_one_back(sabotage: str) -> None:
+    with ShellSession(Limits(timeout=1)) as s:
+        start = time.monotonic()
+        s.run(sabotage)
+        s.run("sleep 5")  # stopped at the timeout whatever the terminal's settings
+        r = s.run("echo ok")
+        if r.output != "ok\n":  # the first command after a lost prompt restarts the shell
+            r = s.run("echo ok")
+        assert r.output == "ok\n"
+        assert time.monotonic() - start < 20

@@ -261,16 +261,34 @@ def _shell_cmd(shell: _Shell, req: dict[str, Any]) -> dict[str, Any]:
                     return {"error": problem}
     if shell.busy:  # a program started by keystrokes still has the terminal
         return _answer(shell, before, None, running=True, note="busy")
-    path = "/tmp/.gemgym-cmd-" + shell.nonce
+    text = str(req.get("text", "")) + "\n"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(str(req.get("text", "")) + "\n")
+        path = _write_command(text)
     except OSError as e:
-        return _answer(shell, before, None, note=f"the command could not be written to {path}: {e}")
+        return _answer(shell, before, None, note=f"the command could not be written to /tmp: {e}")
     os.write(shell.fd, b". " + path.encode() + b"\n")
     out, status, how = shell.read_until_prompt(deadline, max_output=max_output)
+    with contextlib.suppress(OSError):
+        os.unlink(path)
     return _finish(shell, before + out, status, how, False)
+
+
+def _write_command(text: str) -> str:
+    """Write a command to a new file of a name nobody can guess (the shell sources it)."""
+    for attempt in range(2):
+        path = "/tmp/.gemgym-cmd-" + os.urandom(8).hex()
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            fd = os.open(path, flags, 0o600)
+        except PermissionError:
+            if attempt:
+                raise
+            os.chmod("/tmp", 0o1777)  # the agent took its own /tmp away: give it back
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+    raise OSError("unreachable")
 
 
 def _shell_keys(shell: _Shell, req: dict[str, Any]) -> dict[str, Any]:
