@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,9 +185,12 @@ class ScriptedServer:
             n = sum(len(str(m["content"])) for m in body["messages"])
             ids, _, finish = model_reply([n], body["max_tokens"])
             text = text_of([i for i in ids if i != EOS])
+            if body["messages"][-1]["content"] == "say nothing":  # tokens the server strips
+                text = ""
             message = {"role": "assistant", "content": text}
             choice = {"index": 0, "message": message, "finish_reason": finish}
-            return 200, {"choices": [choice], "usage": {"prompt_tokens": n}}
+            usage = {"prompt_tokens": n, "completion_tokens": len(ids)}
+            return 200, {"choices": [choice], "usage": usage}
         return 404, {"detail": "Not Found"}
 
 
@@ -431,6 +439,16 @@ def test_chat_backend_without_tokenizer_leaves_ids_to_the_engine(server: Scripte
     assert gen.token_ids == [] and gen.retokenized and gen.text and gen.finish_reason == "length"
 
 
+def test_an_empty_text_reply_cut_by_max_tokens_is_an_error_not_an_overflow(
+    server: ScriptedServer,
+) -> None:
+    req = GenerationRequest(
+        None, [{"role": "user", "content": "say nothing"}], SamplingParams(max_tokens=2)
+    )
+    gen = run(one(ChatCompletionsBackend(server.url), req))
+    assert gen.finish_reason == "error" and "text is empty" in (gen.error or "")
+
+
 def test_chat_backend_refuses_images_unless_told(server: ScriptedServer) -> None:
     from gemgym.core import Image
 
@@ -456,3 +474,67 @@ def test_text_completions_backend_sends_the_decoded_prompt(server: ScriptedServe
     assert gen.text == text and gen.token_ids == [ord(c) for c in text] and gen.retokenized
     chat = transformers_serve_backend(server.url, model="tiny", api="chat")
     assert isinstance(chat, ChatCompletionsBackend)
+
+
+@pytest.mark.slow
+def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
+    """A real ``transformers serve`` with the tiny chat model: episodes played through the
+    completions API are recorded as re-tokenised, their ids the tokenizer's of the text."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from transformers import AutoTokenizer
+
+    from gemgym.llm.rollout import arollout_tokens
+    from gemgym.llm.testing import build_tiny_chat_model
+
+    exe = Path(sys.executable).with_name("transformers")
+    if not exe.is_file():
+        pytest.skip("no transformers command")
+    model = build_tiny_chat_model(tmp_path / "tiny")
+    tok = AutoTokenizer.from_pretrained(model)
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(exe), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, "transformers serve exited"
+                assert time.monotonic() < deadline, "transformers serve did not start"
+                time.sleep(0.5)
+        backend = transformers_serve_backend(url, model=str(model), tokenizer=tok, timeout_s=60)
+
+        async def play() -> list[Any]:
+            try:
+                return await arollout_tokens(
+                    "game:GuessTheNumber-v0-easy",
+                    backend,
+                    tok,
+                    episodes=2,
+                    seed=0,
+                    batch_size=2,
+                    sampling=SamplingParams(max_tokens=8, seed=1),
+                )
+            finally:
+                await backend.aclose()
+
+        episodes = run(play())
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert [e.finish_reason for e in episodes] != ["error", "error"], episodes[0].error
+    for ep in episodes:
+        if ep.finish_reason == "error":
+            continue
+        assert ep.turns and ep.retokenized
+        for turn in ep.turns:
+            assert turn.logprobs is None and turn.retokenized
+            assert turn.action_ids == tok.encode(turn.action_text, add_special_tokens=False)

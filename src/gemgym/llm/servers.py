@@ -543,13 +543,21 @@ class _Retokenizing(ServerBackend):
         return BackendCapabilities(token_ids=False, logprobs=False, images=False, seeds=True)
 
     def _text_generation(self, text: str, reason: Any, usage: Any) -> Generation:
+        usage = usage or {}
+        finish = _finish(reason)
+        if not text and finish == "length" and int(usage.get("completion_tokens") or 0) > 0:
+            # tokens were sampled but their text is empty (whitespace or special tokens the
+            # server strips): there is nothing to re-tokenise, and an empty "length" reply
+            # would read as a context overflow
+            return Generation.failed(
+                f"the server sampled {usage['completion_tokens']} tokens whose text is empty; "
+                "a text-only server cannot return them (use a token-id backend: vLLM, SGLang)"
+            )
         ids: list[int] = []
         if self.tokenizer is not None and text:
             ids = [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)]
-        prompt_tokens = int((usage or {}).get("prompt_tokens") or 0)
-        return Generation(
-            ids, None, text, _finish(reason), retokenized=True, prompt_tokens=prompt_tokens
-        )
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        return Generation(ids, None, text, finish, retokenized=True, prompt_tokens=prompt_tokens)
 
 
 class TextCompletionsBackend(_Retokenizing):
