@@ -1,8 +1,10 @@
 """``gem.tools.search_tool``: GEM's ``SearchTool`` on gemgym's.
 
 As in GEM the URL may come later: ``search_url`` (or ``$SEARCH_URL``) is read on the first
-search; without one, that search raises ``ValueError``. The requests go to the server as gemgym's
-tool sends them (``gemgym serve-retriever`` answers both them and GEM's format).
+search; without one, that search raises ``ValueError``. Requests use GEM's wire format (one
+MessagePack ``{"query", "topk", "return_scores"}`` per search, a flat list back), so the tool
+works against GEM's retrieval server and ``gemgym serve-retriever`` alike; the documents are
+formatted by gemgym's :class:`~gemgym.tools.search.SearchTool`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,35 @@ from gemgym.compat.gem.tools.base_tool import GemgymTool
 __all__ = ["SearchTool"]
 
 _CALL = re.compile(r"<search>.*?</search>", re.DOTALL)
+
+
+def _gem_wire_tool(url: str, topk: int, timeout: float) -> Any:
+    """gemgym's SearchTool speaking GEM's wire format: one MessagePack ``{"query", "topk",
+    "return_scores"}`` per search, answered by a flat list (GEM's mosec server and ``gemgym
+    serve-retriever`` both answer it)."""
+    import urllib.request
+
+    from gemgym.errors import missing_dependency
+    from gemgym.tools.search import SearchTool as _Search
+
+    try:
+        import msgpack  # type: ignore[import-untyped]
+    except ImportError as e:
+        raise missing_dependency("msgpack", "search") from e
+
+    class _GemWire(_Search):
+        def search(self, query: str) -> list[dict[str, Any]]:
+            body = msgpack.packb({"query": query, "topk": self.topk, "return_scores": True})
+            assert self.url is not None
+            request = urllib.request.Request(self.url, data=body, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    result = msgpack.unpackb(response.read(), raw=False)["result"]
+                return [hit["document"] for hit in result]
+            except Exception as e:
+                raise RuntimeError(f"{type(e).__name__}: {e}") from e
+
+    return _GemWire(url, topk=topk, timeout=timeout)
 
 
 class SearchTool(GemgymTool):
@@ -36,13 +67,11 @@ class SearchTool(GemgymTool):
         self.timeout = timeout
 
     def _make_tool(self) -> Any:
-        from gemgym.tools.search import SearchTool as _Search
-
         url = self.search_url or os.environ.get("SEARCH_URL")
         if not url:
             raise ValueError("search_url must be provided for SearchTool.")
         self.search_url = url
-        return _Search(url, topk=self.topk, timeout=float(self.timeout))
+        return _gem_wire_tool(url, self.topk, float(self.timeout))
 
     def instruction_string(self) -> str:
         from gemgym.tools.search import INSTRUCTIONS
