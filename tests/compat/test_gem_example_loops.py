@@ -190,3 +190,13 @@ def test_episode_tracking_and_chat_on_reset_wrappers() -> None:
     assert info["step_counter"] == 1 and info["cumulative_rewards"] == reward
     with pytest.raises(ValueError, match="tokenizer"):
         WRAPPER_FACTORY["concat_chat"](gem.make(GAME))
+
+
+def test_make_vec_keeps_gems_qa_reward() -> None:
+    venv = gem.make_vec(["qa:NaturalQuestions"] * 2, dataset="sample")
+    try:
+        venv.reset()
+        _, rewards, terminated, _, _ = venv.step(["no answer here", "<answer>x</answer>"])
+        assert list(rewards) == [0.0, 0.0] and all(terminated)
+    finally:
+        venv.close()

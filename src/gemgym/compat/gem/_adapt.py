@@ -211,6 +211,9 @@ class AsGemgym(gemgym.Env[Any, Any]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
+        if isinstance(self.gem, GemEnv):  # a GEM view of a gemgym env takes options
+            obs, info = self.gem.reset(seed=seed, options=options)
+            return obs, dict(info)
         if options:
             warn_ignored(f"{type(self.gem).__name__}.reset()", "options", "a GEM env takes none")
         result = self.gem.reset(seed=seed)

@@ -13,7 +13,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gemgym.compat.gem._adapt import GemEnv, to_gemgym
+from gemgym.compat.gem._adapt import AsGemgym, GemEnv, to_gemgym
 
 __all__ = ["AutoresetMode", "VectorEnv"]
 
@@ -26,7 +26,11 @@ class AutoresetMode(enum.Enum):
 
 
 def _builder(env: Any) -> Any:
-    inner, _, _, _ = to_gemgym(env)
+    inner: Any
+    if isinstance(env, GemEnv) and env._gem_no_answer_reward is not None:
+        inner = AsGemgym(env)  # keep GEM's reward, which the GEM view applies
+    else:
+        inner, _, _, _ = to_gemgym(env)
 
     def build() -> Any:
         return inner
