@@ -209,3 +209,14 @@ def test_mcp_tool_gem_constructors() -> None:
         {"a": "http://127.0.0.1:9/mcp", "b": "http://127.0.0.1:9/mcp"}, validate_on_init=False
     )
     assert multi._get_server_names() == ["a", "b"] and multi._is_multi_server()
+
+
+@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+def test_run_python_returns_gems_triple() -> None:
+    from gemgym.compat.gem.utils.sandbox import run_python
+
+    assert run_python("print(input() * 2)", "none", stdin="ab") == (True, "abab\n", "")
+    ok, out, err = run_python("import sys; sys.exit(3)", "bwrap")
+    assert not ok and out == ""
+    ok, _, err = run_python("while True: pass", "none", timeout=1)
+    assert not ok and "timed out after 1 seconds" in err
