@@ -209,9 +209,9 @@ def test_copies_replay_the_episode(task_dir: Path) -> None:
                 assert copy.step("cat note.txt")[0] == env.step("cat note.txt")[0]
 
 
-def test_loader_layouts_and_errors(tmp_path: Path) -> None:
-    _write_task(tmp_path / "suite", "b-task")
-    one = tmp_path / "suite" / "a-task"
+def _tb1_task(root: Path) -> Path:
+    """A task in Terminal-Bench 1.0's layout (task.yaml, solution.sh)."""
+    one = root / "a-task"
     (one / "tests").mkdir(parents=True)
     (one / "tests" / "test_x.py").write_text("def test_x():\n    assert True\n")
     (one / "solution.sh").write_text("true\n")
@@ -225,11 +225,22 @@ def test_loader_layouts_and_errors(tmp_path: Path) -> None:
             """
         )
     )
+    return one
+
+
+def test_loader_reads_terminal_bench_1_layout(tmp_path: Path) -> None:
+    pytest.importorskip("yaml")
+    _write_task(tmp_path / "suite", "b-task")
+    one = _tb1_task(tmp_path / "suite")
     tasks = load_tasks(tmp_path / "suite")
     assert [t.name for t in tasks] == ["a-task", "b-task"]
     assert tasks[0].instruction == "Do nothing at all." and tasks[0].agent_timeout == 60
     assert tasks[0].solution == "true\n" and tasks[0].metadata["category"] == "demo"
     assert load_tasks(one)[0].name == "a-task"
+
+
+def test_loader_errors(tmp_path: Path) -> None:
+    one = _write_task(tmp_path / "suite", "a-task")
     with pytest.raises(ConfigError, match="does not exist"):
         load_tasks(tmp_path / "missing")
     with pytest.raises(ConfigError, match="holds no terminal task"):
