@@ -31,11 +31,13 @@ from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.prompting import model_view
 
 __all__ = [
+    "PRESETS",
     "EnvFactory",
     "EnvsArg",
     "StepOutcome",
     "TextEpisode",
     "observation_text",
+    "preset_envs",
     "resolve_envs",
     "task_rows",
 ]
@@ -72,6 +74,54 @@ def resolve_envs(envs: EnvsArg) -> dict[str, EnvFactory]:
             raise ConfigError("no envs given: pass an env id, a factory or {name: id/factory}")
         return {str(name): _factory(spec) for name, spec in envs.items()}
     return {"env": _factory(envs)}
+
+
+PRESETS: dict[str, str] = {
+    "guess": "GuessTheNumber (game:GuessTheNumber-v0-easy): guesses in \\boxed{}, hints each turn",
+    "math": "GSM8K (math:GSM8K, the shipped sample) with the Python tool (<python>...</python>)",
+    "qa": "HotpotQA (the shipped sample) with BM25 search over the shipped corpus (<search>)",
+}
+"""The example envs every framework's example runs (:func:`preset_envs`)."""
+
+
+def preset_envs(names: str) -> dict[str, EnvFactory]:
+    """Factories for comma-separated :data:`PRESETS` names (``"guess,math"`` mixes two).
+
+    Offline-safe: the math and QA envs read the samples shipped with gemgym.
+    """
+    out: dict[str, EnvFactory] = {}
+    for name in (n.strip() for n in names.split(",")):
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose from {list(PRESETS)}")
+        out[name] = _preset(name)
+    return out
+
+
+def _preset(name: str) -> EnvFactory:
+    import gemgym
+
+    if name == "guess":
+        return _factory("game:GuessTheNumber-v0-easy")
+
+    from gemgym.wrappers.tools import ToolEnvWrapper
+
+    if name == "math":
+        from gemgym.tools import PythonTool
+
+        def make_math() -> Env[Any, Any]:
+            return ToolEnvWrapper(gemgym.make("math:GSM8K", dataset="sample"), [PythonTool()])
+
+        return make_math
+    from gemgym.retrieval import build_retriever, sample_corpus_path, sample_qa_path
+    from gemgym.tools import SearchTool
+
+    retriever = build_retriever(str(sample_corpus_path()))  # one index for every env
+
+    def make_qa() -> Env[Any, Any]:
+        search = SearchTool(retriever=retriever)
+        return ToolEnvWrapper(gemgym.make("qa:HotpotQA", dataset=str(sample_qa_path())), [search])
+
+    return make_qa
 
 
 def observation_text(observation: Any, info: Mapping[str, Any] | None) -> str:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.integrations.common import EnvsArg, resolve_envs, task_rows
+from gemgym.integrations.common import EnvsArg, TextEpisode, resolve_envs, task_rows
 from gemgym.llm.record import TokenEpisode
 
 try:
@@ -285,15 +285,17 @@ def warm_start(
     output_dir: str,
     *,
     num_tasks: int = 64,
-    steps: int = 60,
-    learning_rate: float = 1e-2,
+    steps: int = 40,
+    learning_rate: float = 5e-2,
+    max_history: int = 2,
     seed: int = 0,
     system_prompt: str | None = None,
     **config: Any,
 ) -> str:
     """Teach a model the envs' action format with ``trl.SFTTrainer``; returns the saved path.
 
-    Each example is a task row's first observation (the prompt, no loss) answered by
+    Each example is a task row's conversation (the first observation, then up to
+    ``max_history`` earlier turns played with ``reply``; the prompt, no loss) answered by
     ``reply(row, rng)`` (the completion, trained on; e.g.
     ``"\\boxed{7}"`` for a random guess). A random-initialised model never writes a valid action,
     so every episode would end with the same format penalty and GRPO would see no signal; a few
@@ -301,18 +303,30 @@ def warm_start(
     """
     from trl import SFTConfig, SFTTrainer
 
+    if max_history < 0:
+        raise ConfigError(f"max_history must be >= 0, got {max_history}")
     rng = random.Random(seed)
     head = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
-    rows = task_rows(resolve_envs(envs), num_tasks, seed=seed)
-    data = Dataset.from_list(
-        [
-            {
-                "prompt": [*head, *r["prompt"]],
-                "completion": [{"role": "assistant", "content": reply(r, rng)}],
-            }
-            for r in rows
-        ]
-    )
+    factories = resolve_envs(envs)
+    examples = []
+    for r in task_rows(factories, num_tasks, seed=seed, with_prompt=False):
+        # a conversation of 0..max_history earlier turns (replies drawn the same way), so the
+        # model learns the format at every turn, not only the first
+        episode = TextEpisode(factories[r["env"]], seed=int(r["seed"]))
+        messages = [*head, {"role": "user", "content": episode.reset()}]
+        for _ in range(rng.randint(0, max_history)):
+            action = reply(r, rng)
+            outcome = episode.step(action)
+            if outcome.done:
+                break
+            messages += [
+                {"role": "assistant", "content": action},
+                {"role": "user", "content": outcome.observation},
+            ]
+        episode.close()
+        completion = [{"role": "assistant", "content": reply(r, rng)}]
+        examples.append({"prompt": messages, "completion": completion})
+    data = Dataset.from_list(examples)
     args = SFTConfig(
         output_dir=output_dir,
         max_steps=steps,
