@@ -188,6 +188,8 @@ def test_keystrokes_format_errors_and_output_cut(task_dir: Path) -> None:
         env.reset(seed=0)
         obs, reward, _, _, info = env.step("")
         assert info["format_error"] and reward == 0.0
+        assert env.step("```bash\necho hi\n```")[0] == "hi\n[exit status 0]"
+        assert env.step("printf x; false")[0] == "x\n[exit status 1]"
         obs = env.step("<keys>python3 -q\\n</keys>")[0]
         assert "still running" in obs
         obs, _, _, _, info = env.step("print(6 * 7)")  # typed into the running interpreter

@@ -196,14 +196,17 @@ class _Shell:
         return out, None
 
 
-def _answer(shell: _Shell, out: bytes, status: int | None, **extra: Any) -> dict[str, Any]:
+def _answer(out: bytes, status: int | None, **extra: Any) -> dict[str, Any]:
+    """The response to a ``cmd`` or ``keys`` request."""
     return {"output": out.decode("utf-8", "replace"), "status": status, **extra}
 
 
 def _finish(
     shell: _Shell, out: bytes, status: int | None, how: str | None, keys: bool
 ) -> dict[str, Any]:
-    notes = []
+    """Answer a command or keystrokes from what :meth:`_Shell.read_until_prompt` returned: the
+    status at the prompt; a shell that exited; a program still running (keystrokes); or, for a
+    command past its timeout or output limit, what stopping it took."""
     if how == "exited" or (status is None and not shell.alive()):
         code = None
         with contextlib.suppress(ChildProcessError, OSError):
@@ -211,20 +214,18 @@ def _finish(
             code = os.waitstatus_to_exitcode(wstatus)
         shell.pid = 0
         shell.kill()
-        return _answer(shell, out, code, shell_exited=True)
+        return _answer(out, code, shell_exited=True)
     if status is not None:
         shell.busy = False
-        return _answer(shell, out, status)
+        return _answer(out, status)
     if keys and how is None:
         shell.busy = True
-        return _answer(shell, out, None, running=True)
+        return _answer(out, None, running=True)
     more, status = shell.interrupt()
-    notes.append("output" if how == "output" else "timeout")
     return _answer(
-        shell,
         out + more,
         124 if status is not None else None,
-        killed_by=notes[0],
+        killed_by="output" if how == "output" else "timeout",
         shell_exited=status is None,
     )
 
@@ -260,12 +261,12 @@ def _shell_cmd(shell: _Shell, req: dict[str, Any]) -> dict[str, Any]:
                 if problem:
                     return {"error": problem}
     if shell.busy:  # a program started by keystrokes still has the terminal
-        return _answer(shell, before, None, running=True, note="busy")
+        return _answer(before, None, running=True, note="busy")
     text = str(req.get("text", "")) + "\n"
     try:
         path = _write_command(text)
     except OSError as e:
-        return _answer(shell, before, None, note=f"the command could not be written to /tmp: {e}")
+        return _answer(before, None, note=f"the command could not be written to /tmp: {e}")
     os.write(shell.fd, b". " + path.encode() + b"\n")
     out, status, how = shell.read_until_prompt(deadline, max_output=max_output)
     with contextlib.suppress(OSError):
@@ -297,7 +298,7 @@ def _shell_keys(shell: _Shell, req: dict[str, Any]) -> dict[str, Any]:
         return {"error": problem}
     data = base64.b64decode(str(req.get("keys", "")))
     if not data and not shell.busy:
-        return _answer(shell, b"", None)
+        return _answer(b"", None)
     deadline = time.monotonic() + float(req.get("timeout", 10.0))
     if data:
         os.write(shell.fd, data)

@@ -333,17 +333,21 @@ class TerminalEnv(Env[str, str]):
             result = self._session.run(payload, timeout=timeout)
         self._used += time.monotonic() - started
         self._busy = result.running
-        obs = truncate_output(result.output, self.config.max_output_chars)
+        notes = []
         if result.running:
-            obs += "\n[the program is still running: send <keys>...</keys> (^C stops it)]"
+            notes.append("[the program is still running: send <keys>...</keys> (^C stops it)]")
         elif result.killed_by == "timeout":
-            obs += f"\n[stopped after {timeout:g} s (the command timeout); exit status 124]"
+            notes.append(f"[stopped after {timeout:g} s (the command timeout); exit status 124]")
         elif result.killed_by == "output":
-            obs += "\n[stopped: the command printed too much; exit status 124]"
+            notes.append("[stopped: the command printed too much; exit status 124]")
         elif result.exit_status is not None:
-            obs += f"\n[exit status {result.exit_status}]"
+            notes.append(f"[exit status {result.exit_status}]")
         if result.shell_restarted:
-            obs += "\n[the shell exited; a new one was started in /app (variables were reset)]"
+            notes.append("[the shell exited; a new one was started in /app (variables were reset)]")
+        obs = truncate_output(result.output, self.config.max_output_chars)
+        if obs and not obs.endswith("\n"):
+            obs += "\n"
+        obs += "\n".join(notes)
         info.update(exit_status=result.exit_status, killed_by=result.killed_by)
         if self._used >= self.config.episode_timeout:
             obs += "\n[the episode's time budget is spent]"
