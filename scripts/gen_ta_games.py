@@ -1,0 +1,250 @@
+"""Regenerate ``src/gemgym/envs/_ta_games.py`` and the pass/skip table of ``docs/textarena.md``.
+
+For every TextArena id (TextArena's ``-raw``/``-train`` copies left out) it probes the player
+counts the game accepts (1 to 12), then runs the checks gemgym's tests run on a ``ta:*`` id, with
+no network:
+
+* one-player games: :func:`gemgym.testing.check_env` on :class:`TextArenaEnv`;
+* multi-player games: ``check_env`` on the single-agent view (:class:`SelfPlayEnv`) and
+  PettingZoo's ``api_test``, ``seed_test``, ``parallel_api_test`` and ``parallel_seed_test``;
+* both: garbage actions (empty, unicode, 10,000 characters, non-text) end in observations and
+  rewards, never an exception.
+
+An id that fails a check, needs the network or an API key, or takes longer than the time limit is
+skipped (not registered) with the reason. Run after upgrading TextArena::
+
+    .venv/bin/python scripts/gen_ta_games.py            # about 10 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "src" / "gemgym" / "envs" / "_ta_games.py"
+DOC = ROOT / "docs" / "textarena.md"
+MAX_PLAYERS = 12
+LIMIT_S = 30
+GARBAGE: list[Any] = ["", "hello", "[]", "[" * 50, "ünïcödé [✓]", "x" * 10_000, 12, None]
+_ID = re.compile(r"^[A-Za-z0-9_.+]+(?:-[A-Za-z0-9_.+]+)*$")
+
+
+class _Timeout(BaseException):  # not an Exception: TextArena code that retries on
+    # any Exception must not swallow it
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout
+
+
+def _reason(e: BaseException) -> str:
+    msg = str(e)
+    nltk = re.search(r"Resource '?(\w+)'? not found", msg)
+    if nltk:
+        return (
+            f"needs NLTK's {nltk.group(1)!r} data, which nltk downloads on first use (offline here)"
+        )
+    if isinstance(e, SyntaxError):
+        return f"TextArena's module has Python 3.12 syntax ({e.msg}; gemgym runs on 3.11)"
+    if isinstance(e, _Timeout):
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if "site-packages" in f.filename]
+        where = re.sub(r".*site-packages/", "", frames[-1].filename) if frames else ""
+        return f"took longer than {LIMIT_S} s" + (f" (stopped in {where})" if where else "")
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    text = re.sub(r"[^\s']*site-packages/", "", text)  # paths inside the installed TextArena
+    return text[:160] + ("..." if len(text) > 160 else "")
+
+
+def base_ids() -> list[str]:
+    from textarena.envs.registration import ENV_REGISTRY
+
+    def copy(i: str) -> bool:
+        return any(i.endswith(s) and i[: -len(s)] in ENV_REGISTRY for s in ("-raw", "-train"))
+
+    return [i for i in ENV_REGISTRY if not copy(i)]
+
+
+def probe_players(env_id: str) -> tuple[int, int]:
+    from gemgym.envs import textarena as bridge
+
+    ok = []
+    last: Exception | None = None
+    for n in range(1, MAX_PLAYERS + 1):
+        bridge.TA_GAMES[env_id] = (n, n)
+        game = bridge.TextArenaGame(env_id, num_players=n)
+        try:
+            import random
+
+            game.new_game(random.Random(0))
+        except _Timeout:
+            raise
+        except Exception as e:
+            last = e
+            continue
+        ok.append(n)
+    if not ok:
+        raise last or RuntimeError("no player count from 1 to 12 starts a game")
+    return min(ok), max(ok)
+
+
+def garbage(env: Any) -> None:
+    env.reset(seed=1)
+    for bad in GARBAGE * 3:
+        out = env.step(bad)
+        if not (isinstance(out[0], str) and isinstance(out[1], float)):
+            raise TypeError(f"step({bad!r}) returned {out[:2]!r}")
+        if out[2] or out[3]:
+            return
+
+
+def check(env_id: str, players: int) -> None:
+    from gemgym.envs.textarena import TextArenaEnv, TextArenaGame
+    from gemgym.multiagent import SelfPlayEnv, TextAECEnv, TextParallelEnv
+    from gemgym.testing import check_env
+
+    if players == 1:
+        check_env(TextArenaEnv(env_id), make_copy=lambda: TextArenaEnv(env_id), max_steps=200)
+        garbage(TextArenaEnv(env_id))
+        return
+    from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
+
+    def game() -> TextArenaGame:
+        return TextArenaGame(env_id)
+
+    check_env(SelfPlayEnv(game()), make_copy=lambda: SelfPlayEnv(game()), max_steps=200)
+    garbage(SelfPlayEnv(game()))
+    api_test(TextAECEnv(game()), num_cycles=50)
+    seed_test(lambda: TextAECEnv(game()), num_cycles=50)
+    parallel_api_test(TextParallelEnv(game()), num_cycles=50)
+    parallel_seed_test(lambda: TextParallelEnv(game()), num_cycles=50)
+
+
+def render_module(games: dict[str, tuple[int, int]], skipped: dict[str, str]) -> str:
+    lines = [
+        '"""The TextArena ids, generated by scripts/gen_ta_games.py (do not edit)."""',
+        "",
+        "TA_GAMES: dict[str, tuple[int, int]] = {",
+        *(f"    {json.dumps(i)}: {p!r}," for i, p in sorted(games.items())),
+        "}",
+        '"""TextArena id -> (fewest, most) players (most: up to the largest count probed, 12)."""',
+        "",
+        "TA_SKIPPED: dict[str, str] = {",
+        *(
+            f"    {json.dumps(i)}: {json.dumps(r, ensure_ascii=False)},"
+            for i, r in sorted(skipped.items())
+        ),
+        "}",
+        '"""TextArena ids that do not run offline here (or break), with the reason; not '
+        'registered."""',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_doc(
+    ids: list[str],
+    games: dict[str, tuple[int, int]],
+    skipped: dict[str, str],
+    secs: dict[str, float],
+) -> str:
+    import textarena
+
+    passed = [i for i in ids if i not in skipped]
+    single = sum(1 for i in passed if games[i][0] == 1)
+    rows = []
+    for i in sorted(ids, key=str.lower):
+        p = games.get(i)
+        players = (
+            "?" if p is None or p == (0, 0) else (str(p[0]) if p[0] == p[1] else f"{p[0]}–{p[1]}")
+        )
+        status = "skip" if i in skipped else "pass"
+        note = skipped.get(i, "").replace("|", "\\|")
+        rows.append(f"| `ta:{i}` | {players} | {status} | {secs.get(i, 0):.1f} | {note} |")
+    return "\n".join(
+        [
+            "# TextArena games (`ta:*`)",
+            "",
+            "gemgym bridges every game of [TextArena](https://github.com/LeonGuertler/TextArena) "
+            f"(textarena {textarena.__version__ if hasattr(textarena, '__version__') else '0.7'}): "
+            "one-player games are gemgym envs, games of two or more players are "
+            "`gemgym.multiagent` games (PettingZoo AEC/Parallel forms, and `gemgym.make(id)` as "
+            "the single-agent view against random opponents). Install with "
+            '`pip install "gemgym[ta]"`; the ids are listed without importing TextArena. The '
+            "env card (observations, rewards, seeding) is `gemgym info ta:Wordle-v0`.",
+            "",
+            "Each id below was checked offline by `scripts/gen_ta_games.py` (the command that "
+            "regenerates this table and the id list): `gemgym.testing.check_env` (one-player "
+            "games, and the single-agent view of the others), PettingZoo's `api_test`, "
+            "`seed_test`, `parallel_api_test` and `parallel_seed_test` (multi-player games), and "
+            "garbage actions (empty, unicode, 10,000 characters, non-text: an observation and a "
+            "reward, never an exception). Ids that fail are *skipped*: not registered, with the "
+            "reason. TextArena's `-raw` and `-train` copies of each id (the same game under "
+            "other TextArena wrappers) are not listed.",
+            "",
+            f"**{len(passed)} of {len(ids)} ids pass** ({single} one-player, "
+            f"{len(passed) - single} multi-player); {len(skipped)} are skipped.",
+            "",
+            "| id | players | status | check time (s) | reason for a skip |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    warnings.simplefilter("ignore")
+    signal.signal(signal.SIGALRM, _alarm)
+    only = sys.argv[1:]
+    ids = only or base_ids()
+    from gemgym.envs import textarena as bridge
+
+    games: dict[str, tuple[int, int]] = {}
+    skipped: dict[str, str] = {}
+    secs: dict[str, float] = {}
+    for k, env_id in enumerate(ids):
+        t0 = time.perf_counter()
+        signal.alarm(LIMIT_S)
+        try:
+            if not _ID.match(env_id):
+                raise ValueError("the id does not fit gemgym's id grammar")
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
+                games[env_id] = probe_players(env_id)
+                bridge.TA_GAMES[env_id] = games[env_id]
+                check(env_id, games[env_id][0])
+        except BaseException as e:  # a report, whatever went wrong
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            skipped[env_id] = _reason(e)
+        finally:
+            signal.alarm(0)
+        secs[env_id] = time.perf_counter() - t0
+        status = "skip " + skipped[env_id] if env_id in skipped else "pass"
+        print(f"[{k + 1}/{len(ids)}] {env_id}: {status} ({secs[env_id]:.1f} s)", flush=True)
+    if only:
+        return
+    for env_id in skipped:
+        games.setdefault(env_id, (0, 0))
+    OUT.write_text(render_module({i: p for i, p in games.items() if p != (0, 0)}, skipped))
+    DOC.write_text(render_doc(ids, games, skipped, secs))
+    print(f"wrote {OUT} and {DOC}: {len(ids) - len(skipped)} pass, {len(skipped)} skip")
+
+
+if __name__ == "__main__":
+    main()
