@@ -175,3 +175,34 @@ def test_match_rejects_bad_settings() -> None:
         ma.make("ma:TicTacToe-v0", game_kwargs={"size": 4})
     with pytest.raises(ConfigError, match="single-agent"):
         ma.make("game:GuessTheNumber-v0-easy")
+
+
+def test_games_run_without_pettingzoo() -> None:
+    """Only the spaces need gymnasium; the games, both forms and self-play work without it."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules["pettingzoo"] = None
+sys.modules["gymnasium"] = None
+import gemgym, gemgym.multiagent as ma
+from gemgym.errors import DependencyNotInstalled
+env = ma.make("ma:TicTacToe-v0")
+env.reset(seed=0)
+for agent in env.agent_iter():
+    obs, r, te, tr, info = env.last()
+    env.step(None if te or tr else env.expert_action(agent))
+assert not env.agents
+try:
+    env.action_space("player_0")
+except DependencyNotInstalled as e:
+    assert "gemgym[multiagent]" in str(e)
+else:
+    raise SystemExit("spaces without gymnasium")
+gemgym.make("ma:KuhnPoker-v0").reset(seed=0)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
