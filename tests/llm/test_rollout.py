@@ -234,3 +234,23 @@ def test_groups_max_turns_jsonl_and_token_advantages(
         token_advantages(
             [*back[:1], back[0].__class__.from_dict({**back[0].to_dict(), "group": None})], "grpo"
         )
+
+
+def test_images_go_to_backends_that_take_them(tiny: dict[str, tuple[Any, Any]]) -> None:
+    _, tok = tiny["chatml"]
+    seen: list[GenerationRequest] = []
+
+    class Vision(Scripted):
+        async def generate(self, request: GenerationRequest) -> Generation:
+            seen.append(request)
+            return await super().generate(request)
+
+    backend = Vision(tok, lambda ep, turn: "\\boxed{3}", token_ids=False)
+    backend.capabilities = BackendCapabilities(token_ids=False, logprobs=False, images=True)
+    (ep,) = rollout_tokens("math:Geometry3K", backend, episodes=1, seed=0, dataset="sample")
+    (request,) = seen
+    assert request.prompt_ids is None and request.images
+    content = request.messages[-1]["content"]
+    assert content[0]["type"] == "text" and content[1]["type"] == "image_url"
+    assert content[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert ep.finish_reason == "env_end" and ep.turns[0].retokenized
