@@ -26,14 +26,14 @@ import asyncio
 import json
 import math
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+from gemgym.errors import ConfigError
+from gemgym.llm.testing import serve_process
 
 PROMPTS = [
     "Guess the number between 1 and 20.",
@@ -47,15 +47,9 @@ PROMPTS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_vllm(python: str, model: str, port: int, max_model_len: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    cmd = [
+def vllm_command(python: str, model: str, max_model_len: int) -> Any:
+    """The argv that serves ``model`` with vLLM on a port (as ``serve_process`` wants)."""
+    return lambda port: [
         python,
         "-m",
         "vllm.entrypoints.openai.api_server",
@@ -74,24 +68,6 @@ def start_vllm(python: str, model: str, port: int, max_model_len: int) -> subpro
         "--seed",
         "0",
     ]
-    log = Path(tempfile.gettempdir()) / f"vllm-parity-{port}.log"
-    with open(log, "wb") as f:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> float:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"vLLM exited with code {proc.returncode} (see its log in /tmp)")
-        try:
-            with urllib.request.urlopen(url + "/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    return time.perf_counter() - t0
-        except OSError:
-            pass
-        time.sleep(1.0)
-    raise SystemExit(f"vLLM did not come up within {timeout_s:.0f} s")
 
 
 async def sample_both(
@@ -217,17 +193,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.url:
         if not args.model:
             raise SystemExit("--url needs --model: the directory the server serves")
-        t0 = time.perf_counter()
-        v, h = asyncio.run(sample_both(args.model, args.url, args.max_tokens, args.served_name))
-        result = compare(v, h)
-        result.update(
-            asyncio.run(
-                rollout_both(args.model, args.url, args.max_tokens, args.served_name, args.episodes)
-            )
-        )
-        result["sampling_s"] = round(time.perf_counter() - t0, 2)
-        result["max_tokens"] = args.max_tokens
-        return report(result, args.json)
+        return report(measure(args.model, args.url, args.served_name, args), args.json)
     if not args.vllm_python:
         raise SystemExit("give --vllm-python or GEMGYM_VLLM_PYTHON (a Python with vLLM)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,27 +205,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             model = str(
                 build_tiny_chat_model(Path(tmp) / "tiny", "chatml", hidden_size=128, num_heads=2)
             )
-        port = free_port()
-        proc = start_vllm(args.vllm_python, model, port, 1024)
-        url = f"http://127.0.0.1:{port}"
+        command = vllm_command(args.vllm_python, model, 1024)
+        log = Path(tmp) / "vllm.log"
+        t0 = time.perf_counter()
         try:
-            startup = wait_ready(url, proc, args.startup_timeout)
-            t0 = time.perf_counter()
-            v, h = asyncio.run(sample_both(model, url, args.max_tokens))
-            result = compare(v, h)
-            result.update(
-                asyncio.run(rollout_both(model, url, args.max_tokens, "parity", args.episodes))
-            )
-            result["vllm_startup_s"] = round(startup, 1)
-            result["sampling_s"] = round(time.perf_counter() - t0, 2)
-            result["max_tokens"] = args.max_tokens
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            with serve_process(
+                command,
+                timeout_s=args.startup_timeout,
+                log=log,
+                env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+            ) as url:
+                startup = time.perf_counter() - t0
+                result = measure(model, url, "parity", args)
+        except ConfigError as e:
+            raise SystemExit(f"vLLM: {e}; its log: {log.read_text()[-3000:]}") from e
+        result["vllm_startup_s"] = round(startup, 1)
     return report(result, args.json)
+
+
+def measure(model: str, url: str, served: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Single replies and multi-turn rollouts from both backends, compared."""
+    t0 = time.perf_counter()
+    v, h = asyncio.run(sample_both(model, url, args.max_tokens, served))
+    result = compare(v, h)
+    result.update(asyncio.run(rollout_both(model, url, args.max_tokens, served, args.episodes)))
+    result["sampling_s"] = round(time.perf_counter() - t0, 2)
+    result["max_tokens"] = args.max_tokens
+    return result
 
 
 def report(result: dict[str, Any], as_json: bool) -> dict[str, Any]:

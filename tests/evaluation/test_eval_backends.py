@@ -4,12 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -40,50 +35,24 @@ def test_eval_with_the_transformers_backend(tmp_path: Path) -> None:
     assert run_info["agent"] == "transformers"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_eval_against_transformers_serve_with_the_tiny_model(tmp_path: Path) -> None:
     """A real OpenAI-compatible server (``transformers serve``) with the tiny model."""
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
-    from gemgym.llm.testing import build_tiny_chat_model
+    from gemgym.llm.testing import build_tiny_chat_model, transformers_serve
 
-    exe = Path(sys.executable).with_name("transformers")
-    if not exe.is_file():
+    if not Path(sys.executable).with_name("transformers").is_file():
         pytest.skip("no transformers command")
     model = build_tiny_chat_model(tmp_path / "tiny")
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(exe), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, "transformers serve exited"
-                assert time.monotonic() < deadline, "transformers serve did not start"
-                time.sleep(0.5)
+    with transformers_serve(model) as url:
         run = tmp_path / "run"
         status = main(
             ["eval", "game:GuessTheNumber-v0-easy", "game:Hangman-v0-easy", "eval:AIME24",
-             "--model", str(model), "--base-url", f"http://127.0.0.1:{port}/v1", "--tasks", "2",
+             "--model", str(model), "--base-url", f"{url}/v1", "--tasks", "2",
              "--limit", "2", "--n", "2", "--max-tokens", "8", "--concurrency", "4",
              "--timeout", "60", "--quiet", "--out", str(run)]
         )  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(30)
     assert status == 0
     records = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
     assert len(records) == 12 and all(r["status"] == "ok" for r in records)

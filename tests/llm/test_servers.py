@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -485,31 +482,13 @@ def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
     from gemgym.llm.rollout import arollout_tokens
-    from gemgym.llm.testing import build_tiny_chat_model
+    from gemgym.llm.testing import build_tiny_chat_model, transformers_serve
 
-    exe = Path(sys.executable).with_name("transformers")
-    if not exe.is_file():
+    if not Path(sys.executable).with_name("transformers").is_file():
         pytest.skip("no transformers command")
     model = build_tiny_chat_model(tmp_path / "tiny")
     tok = AutoTokenizer.from_pretrained(model)
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(exe), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, "transformers serve exited"
-                assert time.monotonic() < deadline, "transformers serve did not start"
-                time.sleep(0.5)
+    with transformers_serve(model) as url:
         backend = transformers_serve_backend(url, model=str(model), tokenizer=tok, timeout_s=60)
 
         async def play() -> list[Any]:
@@ -527,9 +506,6 @@ def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
                 await backend.aclose()
 
         episodes = run(play())
-    finally:
-        proc.terminate()
-        proc.wait(30)
     assert [e.finish_reason for e in episodes] != ["error", "error"], episodes[0].error
     for ep in episodes:
         if ep.finish_reason == "error":
