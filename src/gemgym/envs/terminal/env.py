@@ -233,8 +233,8 @@ class TerminalEnv(Env[str, str]):
                 pass
         return self._new_session(tests)
 
-    def _drop_spares(self, keep: str | None = None) -> None:
-        for key in [k for k in self._spares if k != keep]:
+    def _drop_spares(self, keep: tuple[str, ...] = ()) -> None:
+        for key in [k for k in self._spares if k not in keep]:
             self._spares.pop(key).add_done_callback(_close_started)
 
     def _close_session(self) -> None:
@@ -256,10 +256,8 @@ class TerminalEnv(Env[str, str]):
             )
         self.current = task
         self._episode = (seed, dict(options) if options else None, [])
-        grader_key = str(task.tests_dir)
-        self._drop_spares(keep="")
+        self._drop_spares(keep=("", str(task.tests_dir)))  # another task's grader goes
         session = self._take_session()
-        self._drop_spares(keep=grader_key)
         self._prestart(task.tests_dir)
         try:
             archive = task.files_archive()
