@@ -180,6 +180,10 @@ class _Base:
         """``agent``'s observation now."""
         return TextObservation(self.match.observe(agent))
 
+    def acting_agents(self) -> list[str]:
+        """The seats that move now (one in a turn-based game; GEM's ``get_active_agents``)."""
+        return list(self.match.acting())
+
     def expert_action(self, agent: str) -> str:
         """What the game's expert plays for ``agent`` now."""
         return self.game.expert_action(agent)
