@@ -62,6 +62,7 @@ def test_garbage_actions_become_penalties_then_forfeit(game_id: str) -> None:
     env = ma.make(game_id, max_invalid_moves=len(GARBAGE) + 2)
     env.reset(seed=1)
     agent = env.agent_selection
+    assert env.acting_agents() == [agent]
     for bad in [*GARBAGE, 12, None, b"\\boxed{1}"]:
         env.step(bad)
         obs, reward, term, trunc, info = env.last()
