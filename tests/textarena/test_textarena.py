@@ -75,10 +75,12 @@ def test_multiplayer_game_forms() -> None:
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("env_id", MULTI_IDS)
 def test_pettingzoo_api_and_seed(env_id: str) -> None:
-    from pettingzoo.test import api_test, seed_test
+    from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
     api_test(ma.make(env_id), num_cycles=30)
     seed_test(lambda: ma.make(env_id), num_cycles=30)
+    parallel_api_test(ma.make_parallel(env_id), num_cycles=30)
+    parallel_seed_test(lambda: ma.make_parallel(env_id), num_cycles=30)
 
 
 @pytest.mark.parametrize("env_id", TA_IDS)
