@@ -77,14 +77,16 @@ def test_a_5_env_suite_completes_with_500s_and_hangs(tmp_path: Path) -> None:
     assert final["errors"] == 0 and final["scored"] == planned
 
 
-def test_failures_are_errors_never_zeros(tmp_path: Path) -> None:
+def test_failures_are_errors_never_zeros(tmp_path: Path, capsys: Any) -> None:
     with ScriptedChatServer(fail_rate=1.0) as server:
         status = main(
             ["eval", "game:GuessTheNumber-v0-easy", "--model", "m", "--base-url", server.url,
-             "--quiet", "--out", str(tmp_path / "a"), "--tasks", "3", "--max-retries", "2",
+             "--out", str(tmp_path / "a"), "--tasks", "3", "--max-retries", "2",
              "--retry-backoff", "0"]
         )  # fmt: skip
     assert status == 1
+    progress = capsys.readouterr().err
+    assert "errors 3" in progress and "ep/s" in progress  # the progress display counts them
     records = _lines(tmp_path / "a")
     assert [r["status"] for r in records] == ["error"] * 3
     assert all("HTTP 500" in r["error"] and "3 tries" in r["error"] for r in records)
@@ -197,3 +199,15 @@ def test_rerun_without_resume_refuses_to_overwrite(tmp_path: Path, capsys: Any) 
     assert main([*args, "--resume"]) == 0  # nothing left to play
     assert len(_lines(tmp_path / "a")) == 2
     assert main([*args[:-2], "--out", str(tmp_path / "a"), "--resume", "--seed", "5"]) == 2
+
+
+def test_gemgym_run_says_a_hung_server_did_not_answer(capsys: Any) -> None:
+    with ScriptedChatServer(hang_rate=1.0) as server:
+        status = main(
+            ["run", "game:GuessTheNumber-v0-easy", "--agent", "openai", "--model", "m",
+             "--base-url", server.url, "--episodes", "1", "--timeout", "0.3",
+             "--max-retries", "0", "--quiet"]
+        )  # fmt: skip
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "did not answer within 0.3 s" in err and "cannot reach" not in err

@@ -23,7 +23,7 @@ class EvalProgress:
         self.enabled = enabled
         self.progress = Progress(
             "[progress.description]{task.description}",
-            BarColumn(),
+            BarColumn(bar_width=24),
             MofNCompleteColumn(),
             "{task.fields[stats]}",
             TimeElapsedColumn(),
