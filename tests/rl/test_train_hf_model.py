@@ -62,7 +62,12 @@ def test_train_model_two_updates_change_the_weights_and_write_the_outputs(
     before, after = weights(model_dir), weights(out / "model")
     assert before.keys() == after.keys()
     assert any(not torch.equal(before[k], after[k]) for k in before)
-    assert (out / "model" / "tokenizer.json").is_file()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    reloaded = AutoModelForCausalLM.from_pretrained(out / "model")
+    assert AutoTokenizer.from_pretrained(out / "model").chat_template
+    loaded = reloaded.state_dict()
+    assert all(torch.equal(loaded[k], after[k]) for k in after)
 
 
 def test_batches_are_token_records_and_their_logprobs_are_the_models(
