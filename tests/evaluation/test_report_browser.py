@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gemgym.cli import main
+from gemgym.evaluation.scripted_server import ScriptedChatServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -50,10 +51,16 @@ def test_console_errors_are_caught(tmp_path: Path) -> None:
 
 
 def test_the_html_report_renders_with_its_charts(tmp_path: Path) -> None:
+    """A run with failed episodes (30 % of requests answer HTTP 500, no retries)."""
     run = tmp_path / "run"
-    assert main(["eval", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard",
-                 "game:Hangman-v0-easy", "--agent", "random", "--tasks", "6", "--n", "2",
-                 "--k", "1", "--k", "2", "--quiet", "--out", str(run)]) == 0  # fmt: skip
+    with ScriptedChatServer(lambda b: f"\\boxed{{{b['seed'] % 10}}}", fail_rate=0.3) as server:
+        status = main(
+            ["eval", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard",
+             "game:Hangman-v0-easy", "--model", "m", "--base-url", server.url, "--tasks", "6",
+             "--n", "2", "--k", "1", "--k", "2", "--max-retries", "0", "--quiet",
+             "--out", str(run)]
+        )  # fmt: skip
+    assert status == 1  # some episodes failed; the report lists them
     report = run / "report.html"
     html = report.read_text()
     assert "src='http" not in html and 'src="http' not in html  # self-contained
@@ -61,6 +68,7 @@ def test_the_html_report_renders_with_its_charts(tmp_path: Path) -> None:
     dom, console = _chromium(report, tmp_path)
     assert console == [], console
     assert "gemgym eval report" in dom and "game:Hangman-v0-easy" in dom
+    assert "Errors (examples)" in dom and "HTTP 500" in dom
 
     checked = tmp_path / "checked.html"
     checked.write_text(html.replace("</body>", CHECK + "</body>"))
@@ -71,5 +79,5 @@ def test_the_html_report_renders_with_its_charts(tmp_path: Path) -> None:
     result = json.loads(match.group(1).replace("&quot;", '"'))
     assert result["title"] == "gemgym eval report"
     assert result["tables"] == 2  # per env; per difficulty: GuessTheNumber easy and hard
-    assert len(result["imgs"]) >= 2  # success per env, per difficulty
+    assert len(result["imgs"]) == 3  # success per env, per difficulty, latency
     assert all(done and w > 0 and h > 0 for done, w, h in result["imgs"]), result["imgs"]
