@@ -128,7 +128,10 @@ class _FakeBackend:
     name = "fake"
 
     def __init__(self) -> None:
+        from gemgym.llm.backend import BackendCapabilities
+
         self.requests: list[Any] = []
+        self.capabilities = BackendCapabilities(token_ids=False, logprobs=False)
 
     async def generate(self, request: Any) -> Any:
         from gemgym.llm.backend import Generation
@@ -154,7 +157,7 @@ def test_backend_agent_sends_the_board_and_derived_seeds() -> None:
     (req,) = backend.requests
     assert req.messages[0] == {"role": "system", "content": "play"}
     assert info["suffix"].strip().splitlines()[-1] in req.messages[-1]["content"]
-    assert req.sampling.seed is not None
+    assert req.sampling.seed is not None and req.prompt_ids is None  # a text backend
 
 
 def test_the_collector_policy_sees_the_board() -> None:

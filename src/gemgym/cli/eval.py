@@ -53,7 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
     p.add_argument(
-        "--k", type=int, action="append", default=None, help="pass@k to report; repeatable"
+        "--k",
+        type=int,
+        action="append",
+        default=None,
+        help="pass@k to report; repeatable (default: 1 and --n)",
     )
     p.add_argument("--tasks", type=int, default=32, help="tasks of seeded envs (default 32)")
     p.add_argument("--limit", type=int, default=None, help="at most N tasks per env")
@@ -241,7 +245,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--max-retries must be >= 0 and --timeout > 0")
     config = EvalConfig(
         n=args.n,
-        ks=tuple(sorted(set(args.k or [1]))),
+        ks=tuple(sorted(set(args.k or [1, args.n]))),
         tasks=args.tasks,
         limit=args.limit,
         seed=args.seed,
