@@ -177,7 +177,6 @@ def _build_agent(args: argparse.Namespace) -> Any:
         timeout=args.timeout,
         max_retries=args.max_retries,
         backoff=args.retry_backoff,
-        concurrency=args.concurrency,
         history=not args.no_history,
     )
 

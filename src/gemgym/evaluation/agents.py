@@ -137,7 +137,6 @@ class ChatAgent:
         max_retries: retries of a failed request (HTTP 408/409/425/429/5xx, timeouts,
             connection errors), after ``backoff * 2**attempt`` s at most (full jitter, capped at
             ``max_backoff``).
-        concurrency: connections kept open (one per episode in flight).
         history: send the whole episode (default) or only the latest observation.
     """
 
@@ -159,7 +158,6 @@ class ChatAgent:
         max_retries: int = 5,
         backoff: float = 1.0,
         max_backoff: float = 30.0,
-        concurrency: int = 16,
         history: bool = True,
     ) -> None:
         if not model:
