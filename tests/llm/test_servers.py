@@ -65,6 +65,7 @@ class ScriptedServer:
         self.hang_s = 0.0
         self.delay_s = 0.0
         self.old_vllm = False
+        self.context = CONTEXT
         self.bodies: list[tuple[str, dict[str, Any]]] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -129,10 +130,10 @@ class ScriptedServer:
                 ids, _, finish = model_reply([len(prompt)], body["max_tokens"])
                 text = text_of([i for i in ids if i != EOS])
                 return 200, {"choices": [{"index": 0, "text": text, "finish_reason": finish}]}
-            if len(prompt) + body["max_tokens"] > CONTEXT:
+            if len(prompt) + body["max_tokens"] > self.context:
                 return 400, {
                     "error": {
-                        "message": f"This model's maximum context length is {CONTEXT} tokens. "
+                        "message": f"This model's maximum context length is {self.context} tokens. "
                         f"However, you requested {len(prompt) + body['max_tokens']} tokens.",
                         "type": "BadRequestError",
                         "code": 400,
@@ -514,3 +515,57 @@ def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
         for turn in ep.turns:
             assert turn.logprobs is None and turn.retokenized
             assert turn.action_ids == tok.encode(turn.action_text, add_special_tokens=False)
+
+
+# -- through the rollout engine ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def chat_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from gemgym.llm.testing import build_tiny_chat_model
+
+    path = build_tiny_chat_model(tmp_path_factory.mktemp("tiny") / "m", "chatml")
+    tok = AutoTokenizer.from_pretrained(path)
+    assert tok.eos_token_id == EOS  # the scripted model ends its replies with <|im_end|>
+    return tok
+
+
+def test_rollout_through_vllm_records_the_servers_ids_and_a_failure_ends_one_episode(
+    server: ScriptedServer, chat_tokenizer: Any
+) -> None:
+    from gemgym.llm.rollout import arollout_tokens
+
+    server.fail_first = 1  # the first request answers HTTP 500, and is not retried
+    server.context = 4096
+    backend = VLLMBackend(
+        server.url, model="m", tokenizer=chat_tokenizer, retry=RetryPolicy(max_retries=0)
+    )
+
+    async def play() -> list[Any]:
+        try:  # no tokenizer given: the backend's is used
+            return await arollout_tokens(
+                "game:GuessTheNumber-v0-easy",
+                backend,
+                episodes=4,
+                seed=0,
+                batch_size=4,
+                sampling=SamplingParams(max_tokens=16, max_context=4096),
+            )
+        finally:
+            await backend.aclose()
+
+    episodes = run(play())
+    failed = [e for e in episodes if e.finish_reason == "error"]
+    assert len(failed) == 1 and "HTTP 500" in (failed[0].error or "")
+    sent = [b["prompt"] for p, b in server.bodies if p == "/v1/completions"]
+    for ep in episodes:
+        if ep.finish_reason == "error":
+            continue
+        assert ep.turns and not ep.retokenized
+        prompt = list(ep.prompt_ids)
+        for turn in ep.turns:
+            assert prompt in sent  # what was sent is the record's context, verbatim
+            ids, lps, _ = model_reply(prompt, 16)
+            assert turn.action_ids == ids and turn.logprobs == lps
+            prompt += turn.action_ids + turn.next_ids

@@ -152,6 +152,9 @@ class ServerBackend:
         seed: seed of the retry jitter.
         extra: fields added to every request (vLLM: to the body, e.g. ``{"top_k": 20}``;
             SGLang: to ``sampling_params``).
+        tokenizer: the served model's tokenizer: the rollout engine renders with it when it is
+            given none (``rollout_tokens(env, backend)``); the text-only backends tokenise
+            replies with it.
     """
 
     path: ClassVar[str] = ""
@@ -170,6 +173,7 @@ class ServerBackend:
         headers: Mapping[str, str] | None = None,
         seed: int = 0,
         extra: Mapping[str, Any] | None = None,
+        tokenizer: Any = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -189,6 +193,7 @@ class ServerBackend:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._rng = random.Random(seed)
         self.extra = dict(extra or {})
+        self.tokenizer = tokenizer
         # the client and the semaphore belong to one event loop: made on first use in each
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
@@ -534,10 +539,6 @@ class SGLangBackend(ServerBackend):
 class _Retokenizing(ServerBackend):
     """A text-only server: the reply's text is tokenised here (``retokenized=True``)."""
 
-    def __init__(self, base_url: str, *, tokenizer: Any = None, **kwargs: Any) -> None:
-        super().__init__(base_url, **kwargs)
-        self.tokenizer = tokenizer
-
     @property
     def capabilities(self) -> BackendCapabilities:
         return BackendCapabilities(token_ids=False, logprobs=False, images=False, seeds=True)
@@ -601,10 +602,8 @@ class ChatCompletionsBackend(_Retokenizing):
     messages).
     """
 
-    def __init__(
-        self, base_url: str, *, tokenizer: Any = None, images: bool = False, **kwargs: Any
-    ) -> None:
-        super().__init__(base_url, tokenizer=tokenizer, **kwargs)
+    def __init__(self, base_url: str, *, images: bool = False, **kwargs: Any) -> None:
+        super().__init__(base_url, **kwargs)
         self.images = images
 
     @property
