@@ -242,6 +242,10 @@ class GameEnv(Env[str, str], Generic[MoveT]):
 
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "category": "game"}
 
+    task_suffix: ClassVar[str | None] = None
+    """A suffix that never changes (the game's prompt, no board): the template then uses it
+    without calling :meth:`get_task_suffix` each step."""
+
     format_error_detail: ClassVar[str] = "you did not provide a valid action"
     """What the observation of a format error says after "At turn N, "."""
 
@@ -282,7 +286,10 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         if move is None:
             return self._format_error(self.format_error_detail)
         obs, reward, outcome = self.play_move(move)
-        info: dict[str, Any] = {"suffix": self.get_task_suffix(), "turn": self.turn_count}
+        suffix = self.task_suffix
+        if suffix is None:
+            suffix = self.get_task_suffix()
+        info: dict[str, Any] = {"suffix": suffix, "turn": self.turn_count}
         if outcome is not None:
             info["success"] = outcome
             return obs, reward, True, False, info
@@ -313,7 +320,7 @@ class GameEnv(Env[str, str], Generic[MoveT]):
     # -- helpers -------------------------------------------------------------------------------
     def get_task_suffix(self) -> str:
         """The text GEM appends after the observation (board state, "Enter your guess")."""
-        return ""
+        return self.task_suffix or ""
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         info: dict[str, Any] = {"suffix": self.get_task_suffix(), "turn": self.turn_count}

@@ -74,6 +74,8 @@ class GuessTheNumberConfig(GameConfig):
 class GuessTheNumberEnv(GameEnv[int]):
     """Guess a hidden number within ``max_turns`` turns (see the module docstring)."""
 
+    task_suffix = _SUFFIX
+
     config: GuessTheNumberConfig
 
     format_error_detail = "you did not provide a valid guess"
@@ -117,9 +119,6 @@ class GuessTheNumberEnv(GameEnv[int]):
             )
             self._instructions_key = key
         return self._instructions
-
-    def get_task_suffix(self) -> str:
-        return _SUFFIX
 
     def start_episode(self) -> str:
         rng = self.rng

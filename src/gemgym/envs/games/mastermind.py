@@ -140,6 +140,8 @@ class MastermindConfig(GameConfig):
 class MastermindEnv(GameEnv[tuple[int, ...]]):
     """Guess the secret code within ``max_turns`` turns (see the module docstring)."""
 
+    task_suffix = _SUFFIX
+
     config: MastermindConfig
 
     format_error_detail = "you did not provide a valid guess"
@@ -182,9 +184,6 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
             "information to complete the game before you run out of guesses.\n"
             "Enter your first guess to start the game.\n"
         )
-
-    def get_task_suffix(self) -> str:
-        return _SUFFIX
 
     def start_episode(self) -> str:
         rng = self.rng

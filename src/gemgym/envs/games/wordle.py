@@ -116,6 +116,8 @@ class WordleConfig(GameConfig):
 class WordleEnv(GameEnv[str]):
     """Guess the secret word within ``max_turns`` turns (see the module docstring)."""
 
+    task_suffix = _SUFFIX
+
     config: WordleConfig
 
     format_error_detail = "you did not provide a valid guess"
@@ -163,9 +165,6 @@ class WordleEnv(GameEnv[str]):
             )
             self._instructions[key] = text
         return text
-
-    def get_task_suffix(self) -> str:
-        return _SUFFIX
 
     def start_episode(self) -> str:
         rng = self.rng
