@@ -217,6 +217,7 @@ def _backend_agent(args: argparse.Namespace) -> Any:
             max_concurrency=args.concurrency,
             api_key=os.environ.get(args.api_key_env),
             extra=parse_kv(args.chat_option, "--chat-option"),
+            tokenizer=tokenizer,
         )
     return BackendAgent(
         backend,
