@@ -474,6 +474,20 @@ def test_text_completions_backend_sends_the_decoded_prompt(server: ScriptedServe
     assert isinstance(chat, ChatCompletionsBackend)
 
 
+def play_guess_the_number(backend: Any, episodes: int, sampling: SamplingParams) -> list[Any]:
+    """``episodes`` GuessTheNumber episodes, all in flight at once (the backend is closed)."""
+    from gemgym.llm.rollout import rollout_tokens
+
+    return rollout_tokens(
+        "game:GuessTheNumber-v0-easy",
+        backend,
+        episodes=episodes,
+        seed=0,
+        batch_size=episodes,
+        sampling=sampling,
+    )
+
+
 @pytest.mark.slow
 def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
     """A real ``transformers serve`` with the tiny chat model: episodes played through the
@@ -482,7 +496,6 @@ def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     from transformers import AutoTokenizer
 
-    from gemgym.llm.rollout import arollout_tokens
     from gemgym.llm.testing import build_tiny_chat_model, transformers_serve
 
     if not Path(sys.executable).with_name("transformers").is_file():
@@ -492,21 +505,7 @@ def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
     with transformers_serve(model) as url:
         backend = transformers_serve_backend(url, model=str(model), tokenizer=tok, timeout_s=60)
 
-        async def play() -> list[Any]:
-            try:
-                return await arollout_tokens(
-                    "game:GuessTheNumber-v0-easy",
-                    backend,
-                    tok,
-                    episodes=2,
-                    seed=0,
-                    batch_size=2,
-                    sampling=SamplingParams(max_tokens=8, seed=1),
-                )
-            finally:
-                await backend.aclose()
-
-        episodes = run(play())
+        episodes = play_guess_the_number(backend, 2, SamplingParams(max_tokens=8, seed=1))
     assert [e.finish_reason for e in episodes] != ["error", "error"], episodes[0].error
     for ep in episodes:
         if ep.finish_reason == "error":
@@ -534,7 +533,6 @@ def chat_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_rollout_through_vllm_records_the_servers_ids_and_a_failure_ends_one_episode(
     server: ScriptedServer, chat_tokenizer: Any
 ) -> None:
-    from gemgym.llm.rollout import arollout_tokens
 
     server.fail_first = 1  # the first request answers HTTP 500, and is not retried
     server.context = 4096
@@ -542,20 +540,8 @@ def test_rollout_through_vllm_records_the_servers_ids_and_a_failure_ends_one_epi
         server.url, model="m", tokenizer=chat_tokenizer, retry=RetryPolicy(max_retries=0)
     )
 
-    async def play() -> list[Any]:
-        try:  # no tokenizer given: the backend's is used
-            return await arollout_tokens(
-                "game:GuessTheNumber-v0-easy",
-                backend,
-                episodes=4,
-                seed=0,
-                batch_size=4,
-                sampling=SamplingParams(max_tokens=16, max_context=4096),
-            )
-        finally:
-            await backend.aclose()
-
-    episodes = run(play())
+    # no tokenizer given: the backend's is used
+    episodes = play_guess_the_number(backend, 4, SamplingParams(max_tokens=16, max_context=4096))
     failed = [e for e in episodes if e.finish_reason == "error"]
     assert len(failed) == 1 and "HTTP 500" in (failed[0].error or "")
     sent = [b["prompt"] for p, b in server.bodies if p == "/v1/completions"]
