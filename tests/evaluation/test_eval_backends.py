@@ -58,3 +58,34 @@ def test_eval_against_transformers_serve_with_the_tiny_model(tmp_path: Path) -> 
     assert len(records) == 12 and all(r["status"] == "ok" for r in records)
     assert all(r["usage"]["prompt_tokens"] > 0 for r in records)
     assert (run / "report.html").is_file()
+
+
+def test_eval_with_the_vllm_token_id_backend(tmp_path: Path) -> None:
+    """``--agent vllm``: the conversation goes out as the chat template's token ids (the board
+    included) and the reply's token ids come back (a scripted vLLM-style server on loopback)."""
+    from transformers import AutoTokenizer
+
+    from gemgym.evaluation.scripted_server import ScriptedChatServer
+    from gemgym.llm.testing import build_tiny_chat_model
+    from gemgym.registry import make
+
+    model = build_tiny_chat_model(tmp_path / "tiny")
+    tok = AutoTokenizer.from_pretrained(str(model))
+    answer = tok.encode("\\boxed{e}", add_special_tokens=False)
+    with ScriptedChatServer(reply_ids=lambda _body: answer) as server:
+        status = main(
+            ["eval", "game:Hangman-v0-easy", "--agent", "vllm", "--model", str(model),
+             "--base-url", server.url, "--tasks", "2", "--max-turns", "2", "--quiet",
+             "--out", str(tmp_path / "run")]
+        )  # fmt: skip
+        requests = list(server.requests)
+    assert status == 0
+    records = [
+        json.loads(x) for x in (tmp_path / "run" / "episodes.jsonl").read_text().split("\n") if x
+    ]
+    assert [r["status"] for r in records] == ["ok", "ok"]
+    assert all(t["action"] == "\\boxed{e}" for r in records for t in r["transitions"])
+    first = min(requests, key=lambda b: len(b["prompt"]))
+    _, info = make("game:Hangman-v0-easy").reset(seed=0)
+    board = info["suffix"].strip().splitlines()[1]  # a line of the grid
+    assert board.strip() in tok.decode(first["prompt"])

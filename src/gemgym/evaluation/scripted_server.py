@@ -51,6 +51,9 @@ class ScriptedChatServer:
         seed: seed of the fault draws (one stream, in arrival order).
         host, port: where to listen (port 0: a free port, see :attr:`url`).
         record: keep every chat request body in :attr:`requests`.
+        reply_ids: ``reply_ids(request_body) -> token ids`` for ``POST /v1/completions`` with
+            token-id prompts (vLLM's extensions: ``token_ids`` in the answer), as
+            :class:`gemgym.llm.servers.VLLMBackend` asks.
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class ScriptedChatServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        reply_ids: Callable[[dict[str, Any]], list[int]] | None = None,
     ) -> None:
         if not 0 <= fail_rate <= 1 or not 0 <= hang_rate <= 1 or fail_rate + hang_rate > 1:
             raise ConfigError("fail_rate and hang_rate must be in [0, 1] and sum to at most 1")
@@ -74,6 +78,7 @@ class ScriptedChatServer:
         self.host = host
         self.port = port
         self.record = record
+        self.reply_ids = reply_ids
         self.requests: list[dict[str, Any]] = []
         self.counts = {"ok": 0, "failed": 0, "hung": 0}
         self._rng = random.Random(seed)
@@ -179,6 +184,8 @@ class ScriptedChatServer:
         path = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path.endswith("/models"):
             return 200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+        if method == "POST" and path.endswith("/v1/completions"):
+            return await self._completion(body)
         if method != "POST" or not path.endswith("/chat/completions"):
             return 404, {"error": {"message": f"no route {method} {path}"}}
         try:
@@ -217,6 +224,25 @@ class ScriptedChatServer:
                 "total_tokens": max(1, prompt_chars // 4) + max(1, len(text) // 4),
             },
         }
+
+    async def _completion(self, body: bytes) -> tuple[int, dict[str, Any]]:
+        """vLLM's token-id completions: ``prompt`` ids in, ``token_ids`` of the reply out."""
+        request = json.loads(body)
+        if self.record:
+            self.requests.append(request)
+        if self.reply_ids is None:
+            return 404, {"error": {"message": "this server was given no reply_ids"}}
+        ids = self.reply_ids(request)
+        self.counts["ok"] += 1
+        return 200, {
+            "object": "text_completion",
+            "choices": [
+                {"index": 0, "text": "", "token_ids": ids, "finish_reason": "stop",
+                 "logprobs": {"token_logprobs": [-1.0] * len(ids)}}
+            ],
+            "usage": {"prompt_tokens": len(request.get("prompt") or []),
+                      "completion_tokens": len(ids)},
+        }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
