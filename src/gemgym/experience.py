@@ -316,34 +316,15 @@ def rollout(
         max_steps: cut an episode after this many steps (it is then not ``done``).
         on_episode: called with each finished episode (e.g. to update a progress bar).
     """
-    from gemgym.vector import VectorEnv, make_vector_env
+    from gemgym.vector import VectorEnv
 
     if episodes < 0:
         raise ConfigError(f"episodes must be >= 0, got {episodes}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    env_id: str | None
-    if isinstance(env, VectorEnv):
-        if make_kwargs:
-            raise ConfigError("make_kwargs are only used when env is an id")
-        if env.autoreset_mode.value != "disabled":
-            raise ConfigError(
-                'rollout resets the envs itself; make the vector env with autoreset_mode="disabled"'
-            )
-        venv, env_id, owned = env, None, False
-    else:
-        n = min(batch_size, episodes)
-        if n == 0:
-            return
-        if isinstance(env, str):
-            env_id = env
-            venv = make_vector_env([env] * n, [make_kwargs] * n, autoreset_mode="disabled")
-        else:
-            if make_kwargs:
-                raise ConfigError("make_kwargs are only used when env is an id")
-            env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-            venv = make_vector_env(env_fns=[env.spawn] * n, autoreset_mode="disabled")
-        owned = True
+    if not isinstance(env, VectorEnv) and min(batch_size, episodes) == 0:
+        return
+    venv, env_id, owned = open_vector_env(env, min(batch_size, episodes), make_kwargs)
 
     def act(slots: list[int], _: list[Episode], observations: list[Any]) -> Sequence[Any]:
         return agent.act(observations, slots=slots, venv=venv)
@@ -359,6 +340,44 @@ def rollout(
     finally:
         if owned:
             venv.close()
+
+
+def open_vector_env(
+    env: str | Env[Any, Any] | VectorEnv,
+    n: int,
+    make_kwargs: dict[str, Any],
+    *,
+    backend: str = "sync",
+) -> tuple[VectorEnv, str | None, bool]:
+    """The vector env a rollout plays on: ``(venv, env_id, owned)``.
+
+    ``env`` is an id (made ``n`` times with ``make_kwargs``; ``wrappers=`` among them wraps every
+    copy), an env (copied ``n`` times with ``spawn``) or a vector env made with
+    ``autoreset_mode="disabled"`` (used as it is). ``env_id`` names the episodes (``None``: each
+    slot's own id); ``owned`` says whether the caller must close the vector env.
+    """
+    from gemgym.vector import VectorEnv, make_vector_env
+
+    if isinstance(env, VectorEnv):
+        if make_kwargs:
+            raise ConfigError("make_kwargs are only used when env is an id")
+        if env.autoreset_mode.value != "disabled":
+            raise ConfigError(
+                'rollouts reset the envs themselves; make the vector env with autoreset_mode="disabled"'
+            )
+        return env, None, False
+    kwargs = dict(make_kwargs)
+    opts: dict[str, Any] = {
+        "wrappers": kwargs.pop("wrappers", None),
+        "backend": backend,
+        "autoreset_mode": "disabled",
+    }
+    if isinstance(env, str):
+        return make_vector_env([env] * n, [kwargs] * n, **opts), env, True
+    if kwargs:
+        raise ConfigError("make_kwargs are only used when env is an id")
+    env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    return make_vector_env(env_fns=[env.spawn] * n, **opts), env_id, True
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:

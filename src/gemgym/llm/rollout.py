@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from gemgym.core import Env, Image, MultimodalObservation
 from gemgym.errors import ConfigError
+from gemgym.experience import open_vector_env
 from gemgym.llm.backend import Backend, Generation, GenerationRequest, SamplingParams
 from gemgym.llm.record import ObservationRole, TokenEpisode, TokenTurn
 from gemgym.llm.render import ChatRenderer
@@ -135,8 +136,6 @@ async def arollout_tokens(
             ``"thread"``, ``"process"``, ``"ray"``).
         make_kwargs: keyword arguments of ``gemgym.make`` (``wrappers=`` included).
     """
-    from gemgym.vector import VectorEnv, make_vector_env
-
     if episodes < 0:
         raise ConfigError(f"episodes must be >= 0, got {episodes}")
     if group_size < 1 or batch_size < 1:
@@ -152,27 +151,9 @@ async def arollout_tokens(
     )
     params = sampling or SamplingParams()
     st = stats if stats is not None else RolloutStats()
-    if isinstance(env, VectorEnv):
-        if make_kwargs:
-            raise ConfigError("make_kwargs are only used when env is an id")
-        if env.autoreset_mode.value != "disabled":
-            raise ConfigError('make the vector env with autoreset_mode="disabled"')
-        venv, owned = env, False
-    else:
-        n = max(1, min(batch_size, episodes))
-        wrappers = make_kwargs.pop("wrappers", None)
-        opts: dict[str, Any] = {
-            "wrappers": wrappers,
-            "backend": vector_backend,
-            "autoreset_mode": "disabled",
-        }
-        if isinstance(env, str):
-            venv = make_vector_env([env] * n, [make_kwargs] * n, **opts)
-        else:
-            if make_kwargs:
-                raise ConfigError("make_kwargs are only used when env is an id")
-            venv = make_vector_env(env_fns=[env.spawn] * n, **opts)
-        owned = True
+    venv, _, owned = open_vector_env(
+        env, max(1, min(batch_size, episodes)), make_kwargs, backend=vector_backend
+    )
     engine = _Engine(backend, renderer, params, max_turns, request_timeout, st)
     results: list[TokenEpisode | None] = [None] * episodes
     next_job = 0
