@@ -149,3 +149,18 @@ def test_rollout_and_collector_play_the_same_episodes() -> None:
     with Collector("game:GuessTheNumber-v0-hard", policy, num_envs=3, seed=9, max_turns=4) as col:
         b = [e.to_dict() for e in col.collect(6).episodes]
     assert a == b
+
+
+def test_rollout_of_an_id_takes_wrappers() -> None:
+    from gemgym.wrappers.common import TimeLimit
+
+    eps = list(
+        rollout(
+            "game:GuessTheNumber-v0-hard",
+            FunctionAgent(lambda obs: ["\\boxed{1}"] * len(obs)),
+            episodes=2,
+            seed=0,
+            wrappers=[lambda env: TimeLimit(env, 2)],
+        )
+    )
+    assert [e.length for e in eps] == [2, 2] and all(e.transitions[-1].truncated for e in eps)
