@@ -281,7 +281,7 @@ class GameEnv(Env[str, str], Generic[MoveT]):
                 f"{type(self).__name__}.step() takes the model's reply as a str, got "
                 f"{type(action).__name__}: {action!r:.200}"
             )
-        self.turn_count += 1
+        self.turn_count = turn = self.turn_count + 1
         move = self.parse_move(action)
         if move is None:
             return self._format_error(self.format_error_detail)
@@ -289,11 +289,11 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         suffix = self.task_suffix
         if suffix is None:
             suffix = self.get_task_suffix()
-        info: dict[str, Any] = {"suffix": suffix, "turn": self.turn_count}
+        info: dict[str, Any] = {"suffix": suffix, "turn": turn}
         if outcome is not None:
             info["success"] = outcome
             return obs, reward, True, False, info
-        if self.turn_count >= self.max_turns:
+        if turn >= self.max_turns:
             obs, reward = self.turn_limit(obs, reward)
             info["suffix"] = self.get_task_suffix()  # the turn limit may change the board
             info["success"] = False
