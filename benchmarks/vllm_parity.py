@@ -29,6 +29,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,40 +48,31 @@ PROMPTS = [
 ]
 
 
-def vllm_command(python: str, model: str, max_model_len: int) -> Any:
+def vllm_command(python: str, model: str, max_model_len: int) -> Callable[[int], list[str]]:
     """The argv that serves ``model`` with vLLM on a port (as ``serve_process`` wants)."""
-    return lambda port: [
-        python,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        model,
-        "--served-model-name",
-        "parity",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",
-        "--max-model-len",
-        str(max_model_len),
-        "--seed",
-        "0",
-    ]
+
+    def command(port: int) -> list[str]:
+        flags = {
+            "--model": model,
+            "--served-model-name": "parity",
+            "--host": "127.0.0.1",
+            "--port": str(port),
+            "--dtype": "float32",
+            "--max-model-len": str(max_model_len),
+            "--seed": "0",
+        }
+        argv = [python, "-m", "vllm.entrypoints.openai.api_server"]
+        for flag, value in flags.items():
+            argv += [flag, value]
+        return argv
+
+    return command
 
 
-async def sample_both(
-    model_dir: str, url: str, max_tokens: int, served: str = "parity"
-) -> tuple[list[Any], list[Any]]:
-    from transformers import AutoTokenizer
+def chat_requests(tok: Any, sampling: Any) -> list[Any]:
+    """One request per prompt of :data:`PROMPTS`, rendered by the model's chat template."""
+    from gemgym.llm.backend import GenerationRequest
 
-    from gemgym.llm.backend import GenerationRequest, SamplingParams
-    from gemgym.llm.servers import VLLMBackend
-    from gemgym.llm.transformers_backend import TransformersBackend
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     requests = []
     for text in PROMPTS:
         messages = [{"role": "user", "content": text}]
@@ -88,6 +80,20 @@ async def sample_both(
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]
         requests.append(GenerationRequest(list(ids), messages, sampling))
+    return requests
+
+
+async def sample_both(
+    model_dir: str, url: str, max_tokens: int, served: str = "parity"
+) -> tuple[list[Any], list[Any]]:
+    from transformers import AutoTokenizer
+
+    from gemgym.llm.backend import SamplingParams
+    from gemgym.llm.servers import VLLMBackend
+    from gemgym.llm.transformers_backend import TransformersBackend
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    requests = chat_requests(tok, SamplingParams(temperature=0.0, max_tokens=max_tokens))
     vllm = VLLMBackend(url, model=served, timeout_s=300)
     hf = TransformersBackend(model_dir, tok, device="cpu", dtype="float32")
     try:
@@ -97,6 +103,42 @@ async def sample_both(
         await vllm.aclose()
         await hf.aclose()
     return v, h
+
+
+async def sampled_logprobs(
+    model_dir: str, url: str, max_tokens: int, served: str
+) -> dict[str, Any]:
+    """vLLM samples at temperature 1 (seeded); a transformers forward pass on the prompt and
+    the sampled ids recomputes their log-probs: the largest and mean absolute difference."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gemgym.llm.backend import SamplingParams
+    from gemgym.llm.servers import VLLMBackend
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    requests = chat_requests(tok, SamplingParams(temperature=1.0, max_tokens=max_tokens, seed=0))
+    vllm = VLLMBackend(url, model=served, timeout_s=300)
+    try:
+        gens = await vllm.generate_many(requests)
+    finally:
+        await vllm.aclose()
+    diffs: list[float] = []
+    for req, gen in zip(requests, gens, strict=True):
+        if gen.finish_reason == "error" or not gen.logprobs:
+            continue
+        prompt = list(req.prompt_ids)
+        ids = torch.tensor([prompt + gen.token_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+        rows = logp[len(prompt) - 1 :].gather(-1, torch.tensor(gen.token_ids)[:, None])[:, 0]
+        diffs += [abs(a - b) for a, b in zip(rows.tolist(), gen.logprobs, strict=True)]
+    return {
+        "sampled_tokens": len(diffs),
+        "sampled_max_abs_logprob_diff": max(diffs) if diffs else math.nan,
+        "sampled_mean_abs_logprob_diff": sum(diffs) / len(diffs) if diffs else math.nan,
+    }
 
 
 async def rollout_both(
@@ -228,6 +270,7 @@ def measure(model: str, url: str, served: str, args: argparse.Namespace) -> dict
     t0 = time.perf_counter()
     v, h = asyncio.run(sample_both(model, url, args.max_tokens, served))
     result = compare(v, h)
+    result.update(asyncio.run(sampled_logprobs(model, url, args.max_tokens, served)))
     result.update(asyncio.run(rollout_both(model, url, args.max_tokens, served, args.episodes)))
     result["sampling_s"] = round(time.perf_counter() - t0, 2)
     result["max_tokens"] = args.max_tokens
@@ -246,12 +289,20 @@ def report(result: dict[str, Any], as_json: bool) -> dict[str, Any]:
             f"{result['max_abs_logprob_diff']:.2e}, mean {result['mean_abs_logprob_diff']:.2e}"
         )
         print(
+            f"sampled at temperature 1 by vLLM, {result['sampled_tokens']} tokens: log-prob "
+            f"|diff| against a transformers forward pass: max "
+            f"{result['sampled_max_abs_logprob_diff']:.2e}, mean "
+            f"{result['sampled_mean_abs_logprob_diff']:.2e}"
+        )
+        print(
             f"multi-turn rollouts (GuessTheNumber, greedy): "
             f"{result['rollout_identical_episodes']}/{result['rollout_episodes']} episodes with "
             f"identical token records ({result['rollout_turns']} turns, "
             f"{result['rollout_action_tokens']} sampled tokens); log-prob |diff| max "
             f"{result['rollout_max_abs_logprob_diff']:.2e}"
         )
+        if "vllm_startup_s" in result:
+            print(f"vLLM server start: {result['vllm_startup_s']} s")
         if result["errors"]:
             print(f"errors: {result['errors']}", file=sys.stderr)
     return result

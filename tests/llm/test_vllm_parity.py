@@ -35,4 +35,5 @@ def test_vllm_greedy_ids_and_logprobs_match_the_transformers_backend() -> None:
     assert result["errors"] == []
     assert result["identical_replies"] == result["prompts"] == len(parity.PROMPTS)
     assert result["max_abs_logprob_diff"] < 1e-4
+    assert result["sampled_tokens"] > 0 and result["sampled_max_abs_logprob_diff"] < 1e-4
     assert result["rollout_identical_episodes"] == result["rollout_episodes"] == 4
