@@ -8,7 +8,8 @@ GEM's multi-agent base class, with GEM's semantics (code written for it subclass
 * ``step({agent: action})`` -> five dicts; the actions must be exactly those of the active agents
   (``agent_selector.get_active_agents()``, every agent without a selector), else ``ValueError``;
   rewards accumulate per agent (``get_state(agent)[1]``), terminated or truncated agents leave
-  ``agents`` after the step, and a selector moves to the next agent;
+  ``agents`` after the step (the returned dicts still name them: they are copies, where GEM
+  returned the env's own tables, already without them), and a selector moves to the next agent;
 * ``add_agent``/``remove_agent``, ``send_message``/``broadcast_message`` (into
   ``shared_memory``), ``get_state``/``get_active_states``.
 
@@ -130,6 +131,10 @@ class MultiAgentEnv(Env):
             raise ValueError(f"Actions must be a dict, got {type(actions)}")
         self._validate_actions(actions, self._active_agents())
         observations, rewards, terminations, truncations, infos = self._process_actions(actions)
+        # copies: an env that returns its own tables (GEM's examples do) would otherwise hand
+        # back dicts from which the agents that ended at this step were already removed
+        rewards, terminations, truncations = dict(rewards), dict(terminations), dict(truncations)
+        infos = dict(infos)
         for agent in self.agents:
             if agent in rewards:
                 self._cumulative_rewards[agent] = (
