@@ -8,6 +8,9 @@
 * :mod:`gemgym.llm.transformers_backend`: a local Hugging Face model as a backend;
 * :mod:`gemgym.llm.rollout`: the engine (:func:`rollout_tokens`): many episodes in flight over
   a vector env, each turn sent as soon as its env step returns;
+* :mod:`gemgym.llm.servers`: inference servers over HTTP (:class:`VLLMBackend`,
+  :class:`SGLangBackend`, text-only :class:`TextCompletionsBackend` and
+  :class:`ChatCompletionsBackend`, ``transformers serve``), with retries and timeouts;
 * :mod:`gemgym.llm.testing`: tiny random-initialised chat models for tests.
 
 Everything heavy (torch, transformers) is imported only where used
@@ -38,6 +41,14 @@ if TYPE_CHECKING:
     )
     from gemgym.llm.render import ChatRenderer, RenderDiff, compare_with_full_render
     from gemgym.llm.rollout import RolloutStats, arollout_tokens, rollout_tokens
+    from gemgym.llm.servers import (
+        ChatCompletionsBackend,
+        RetryPolicy,
+        SGLangBackend,
+        TextCompletionsBackend,
+        VLLMBackend,
+        transformers_serve_backend,
+    )
     from gemgym.llm.testing import build_tiny_chat_model
     from gemgym.llm.transformers_backend import TransformersBackend
 
@@ -59,6 +70,12 @@ _EXPORTS: dict[str, str] = {
     "RolloutStats": "gemgym.llm.rollout",
     "arollout_tokens": "gemgym.llm.rollout",
     "rollout_tokens": "gemgym.llm.rollout",
+    "ChatCompletionsBackend": "gemgym.llm.servers",
+    "RetryPolicy": "gemgym.llm.servers",
+    "SGLangBackend": "gemgym.llm.servers",
+    "TextCompletionsBackend": "gemgym.llm.servers",
+    "VLLMBackend": "gemgym.llm.servers",
+    "transformers_serve_backend": "gemgym.llm.servers",
     "build_tiny_chat_model": "gemgym.llm.testing",
     "TransformersBackend": "gemgym.llm.transformers_backend",
 }
@@ -66,22 +83,28 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Backend",
     "BackendCapabilities",
+    "ChatCompletionsBackend",
     "ChatRenderer",
     "FinishReason",
     "Generation",
     "GenerationRequest",
     "RenderDiff",
+    "RetryPolicy",
     "RolloutStats",
+    "SGLangBackend",
     "SamplingParams",
+    "TextCompletionsBackend",
     "TokenEpisode",
     "TokenTurn",
     "TransformersBackend",
+    "VLLMBackend",
     "arollout_tokens",
     "build_tiny_chat_model",
     "compare_with_full_render",
     "read_token_jsonl",
     "rollout_tokens",
     "token_advantages",
+    "transformers_serve_backend",
     "write_token_jsonl",
 ]
 
