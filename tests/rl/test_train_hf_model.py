@@ -178,3 +178,31 @@ def test_model_settings_are_checked(model_dir: Path) -> None:
         TrainConfig(lora_rank=4, updates=1).validate()
     with pytest.raises(ConfigError, match="min_p"):
         TrainConfig(model=str(model_dir), min_p=0.1, updates=1).validate()
+
+
+def test_a_plain_collector_drives_the_chat_policy_with_the_same_rendering(
+    model_dir: Path,
+) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gemgym.rl import Collector
+    from gemgym.rl.trainer.codec import HFCodec
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    policy = ChatPolicy(model, HFCodec(tok), max_new_tokens=6)
+    with Collector(ENV, policy, num_envs=2, history=True) as col:
+        batch = col.collect(2)
+    for ep in batch.episodes:
+        rec = policy.record(ep)  # rendered, with the ids sampled in policy(episodes) calls
+        logps = policy.sampled_log_probs(ep)
+        assert logps is not None and len(logps) == rec.num_action_tokens
+        texts = [tok.decode(t.action_ids, skip_special_tokens=True) for t in rec.turns]
+        assert texts == [str(t.action) for t in ep.transitions]
+        # the sampled log-probs are the model's at the record's positions
+        ids = torch.tensor([rec.input_ids])
+        with torch.no_grad():
+            full = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+        pos = [i - 1 for i, m in enumerate(rec.loss_mask) if m]
+        want = full[pos].gather(-1, ids[0, 1:][pos][:, None])[:, 0]
+        assert torch.allclose(want, torch.tensor(logps), atol=1e-4)
