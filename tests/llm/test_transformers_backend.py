@@ -111,3 +111,19 @@ def test_images_are_refused_clearly(tiny: dict[str, tuple[Any, Any]]) -> None:
     req = GenerationRequest([1, 2], (), SamplingParams(), images=(Image(b"\x89PNG"),))
     with pytest.raises(BackendError, match="text-only"):
         _generate(_backend(tiny), [req])
+
+
+def test_one_backend_serves_several_blocking_rollouts(tiny: dict[str, tuple[Any, Any]]) -> None:
+    backend = _backend(tiny)
+    runs = [
+        rollout_tokens(
+            CountingEnv(episode_length=2),
+            backend,
+            episodes=2,
+            seed=0,
+            sampling=SamplingParams(max_tokens=4, seed=5),
+        )
+        for _ in range(2)
+    ]
+    assert [e.input_ids for e in runs[0]] == [e.input_ids for e in runs[1]]
+    assert all(e.finish_reason == "env_end" for e in runs[0] + runs[1])

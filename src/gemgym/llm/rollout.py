@@ -195,15 +195,9 @@ def rollout_tokens(
     tokenizer: Any | None = None,
     **kwargs: Any,
 ) -> list[TokenEpisode]:
-    """Blocking :func:`arollout_tokens` (runs its own event loop; the backend is closed after)."""
-
-    async def main() -> list[TokenEpisode]:
-        try:
-            return await arollout_tokens(env, backend, tokenizer, **kwargs)
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(main())
+    """Blocking :func:`arollout_tokens` (runs its own event loop; the backend stays open, so
+    one backend serves several calls; ``await backend.aclose()`` or let it go when done)."""
+    return asyncio.run(arollout_tokens(env, backend, tokenizer, **kwargs))
 
 
 class _Engine:
