@@ -286,16 +286,17 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         if move is None:
             return self._format_error(self.format_error_detail)
         obs, reward, outcome = self.play_move(move)
-        suffix = self.task_suffix
+        out_of_turns = outcome is None and turn >= self.max_turns
+        if out_of_turns:
+            obs, reward = self.turn_limit(obs, reward)
+        suffix = self.task_suffix  # read after the turn limit, which may change the board
         if suffix is None:
             suffix = self.get_task_suffix()
         info: dict[str, Any] = {"suffix": suffix, "turn": turn}
         if outcome is not None:
             info["success"] = outcome
             return obs, reward, True, False, info
-        if turn >= self.max_turns:
-            obs, reward = self.turn_limit(obs, reward)
-            info["suffix"] = self.get_task_suffix()  # the turn limit may change the board
+        if out_of_turns:
             info["success"] = False
             return truncate((obs, reward, False, False, info))
         return obs, reward, False, False, info
