@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--advantage", default="grpo", help="grpo, rebn, rebn_group, reinforce, ...")
     ap.add_argument("--gamma", type=float, default=1.0)
     ap.add_argument("--warmup-steps", type=int, default=None, help="format SFT steps first")
+    ap.add_argument("--warmup-lr", type=float, default=None, help="default: 5e-2 tiny, 1e-4")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--out", default="runs/trl")
     args = ap.parse_args()
@@ -79,7 +80,10 @@ def main() -> None:
         def reply(row: dict[str, Any], rng: random.Random) -> str:
             return str(WARM_REPLIES[row["env"] if row["env"] in choices else choices[0]](rng))
 
-        model = warm_start(model, envs, reply, str(tmp / "warm"), steps=warmup, use_cpu=cpu)
+        lr = args.warmup_lr if args.warmup_lr is not None else (5e-2 if tiny else 1e-4)
+        model = warm_start(
+            model, envs, reply, str(tmp / "warm"), steps=warmup, learning_rate=lr, use_cpu=cpu
+        )
         print(f"format warm-up: {warmup} SFT steps in {time.perf_counter() - t0:.1f}s")
 
     config = GRPOConfig(

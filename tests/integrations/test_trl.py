@@ -22,19 +22,8 @@ from trl import GRPOConfig  # noqa: E402
 from gemgym.integrations.trl import GemgymGRPOTrainer, episodes_to_rollout  # noqa: E402
 from gemgym.llm.record import TokenEpisode  # noqa: E402
 from gemgym.llm.testing import build_tiny_chat_model  # noqa: E402
-from gemgym.testing import CountingEnv  # noqa: E402
 
-
-class VarietyEnv(CountingEnv):
-    """Three turns; each reply earns the share of distinct characters it uses (the reward
-    depends on what the model wrote, so episodes of one group differ)."""
-
-    def __init__(self) -> None:
-        super().__init__(episode_length=3)
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        obs, _, terminated, truncated, info = self._advance()
-        return obs, len(set(action)) / 10.0, terminated, truncated, info
+from .conftest import VarietyEnv  # noqa: E402
 
 
 @pytest.fixture(scope="module")
