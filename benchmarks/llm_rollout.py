@@ -16,7 +16,11 @@ Python tool) it plays ``--episodes`` episodes with :func:`gemgym.llm.rollout_tok
   baseline measured in the same run;
 * ``outside``: ``1 - model s / wall s``, the share of wall time in which the model had nothing
   to do because every episode was in its env, its tool, its rendering or bookkeeping (the goal:
-  under 5 % on CPU with the tiny model, under 1 % on a GPU).
+  under 5 % on CPU with the tiny model, under 1 % on a GPU);
+* ``render``: the share of wall time the event loop spent rendering and tokenising observations
+  (it overlaps the model, which runs in its own thread);
+* ``env s``: seconds in env resets and steps (tools included), summed over the episodes (they
+  overlap each other and the model).
 
 A random model's replies are not valid moves, and a game ends at the first invalid move; so that
 episodes last several turns and call tools, a fresh copy of the model is first fine-tuned, for
@@ -177,7 +181,7 @@ def main() -> None:
     )
     print(f"episodes={episodes} batch_size={batch_size} max_tokens={max_tokens} T=1.0")
     header = f"{'env':<12} {'ep/s':>8} {'turns/ep':>8} {'tools/ep':>8} {'batch':>6} "
-    header += f"{'wall s':>7} {'model s':>7} {'outside':>8}  finish"
+    header += f"{'wall s':>7} {'model s':>7} {'outside':>8} {'render':>7} {'env s':>7}  finish"
     wanted = set(args.envs.split(","))
     rows: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -252,7 +256,8 @@ def run(
     return (
         f"{name:<12} {len(eps) / stats.wall_s:>8.1f} {turns:>8.2f} {tools:>8.2f} "
         f"{stats.requests / max(backend.batches, 1):>6.1f} {stats.wall_s:>7.2f} "
-        f"{backend.model_seconds:>7.2f} {outside:>7.1%}  {finish}"
+        f"{backend.model_seconds:>7.2f} {outside:>7.1%} {stats.render_s / stats.wall_s:>7.1%} "
+        f"{stats.env_s:>7.2f}  {finish}"
     )
 
 
