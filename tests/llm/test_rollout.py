@@ -254,3 +254,22 @@ def test_images_go_to_backends_that_take_them(tiny: dict[str, tuple[Any, Any]]) 
     assert content[0]["type"] == "text" and content[1]["type"] == "image_url"
     assert content[1]["image_url"]["url"].startswith("data:image/png;base64,")
     assert ep.finish_reason == "env_end" and ep.turns[0].retokenized
+
+
+def test_a_reply_cut_by_max_tokens_is_closed_by_the_template(
+    tiny: dict[str, tuple[Any, Any]],
+) -> None:
+    model, tok = tiny["qwen2"]
+    eps = rollout_tokens(
+        CountingEnv(episode_length=2),
+        TransformersBackend(model, tok, device="cpu"),
+        episodes=4,
+        batch_size=4,
+        seed=0,
+        sampling=SamplingParams(max_tokens=1, seed=0),
+    )
+    cut = [t for e in eps for t in e.turns if t.action_ids[-1] != tok.eos_token_id]
+    assert cut and all(t.finish_reason == "length" and len(t.action_ids) == 1 for t in cut)
+    for t in cut:  # the model did not close its turn, so the template's <|im_end|> does
+        assert tok.decode(t.next_ids, skip_special_tokens=False).startswith("<|im_end|>\n")
+    assert all(e.finish_reason == "env_end" and len(e.turns) == 2 for e in eps)
