@@ -127,3 +127,15 @@ def test_one_backend_serves_several_blocking_rollouts(tiny: dict[str, tuple[Any,
     ]
     assert [e.input_ids for e in runs[0]] == [e.input_ids for e in runs[1]]
     assert all(e.finish_reason == "env_end" for e in runs[0] + runs[1])
+
+
+def test_top_p_keeps_the_nucleus_of_each_row() -> None:
+    import torch
+
+    from gemgym.llm.transformers_backend import _top_p
+
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.5, 0.3, 0.15, 0.05], [0.1, 0.2, 0.3, 0.4]])
+    out = _top_p(torch, probs, torch.tensor([1.0, 0.6, 0.35]))
+    assert torch.equal(out[0], probs[0])
+    assert out[1].tolist() == pytest.approx([0.5, 0.3, 0.0, 0.0])
+    assert out[2].tolist() == pytest.approx([0.0, 0.0, 0.0, 0.4])
