@@ -21,7 +21,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.integrations.common import EnvsArg, TextEpisode, resolve_envs, task_rows
+from gemgym.integrations.common import (
+    PRESETS,
+    EnvFactory,
+    TextEpisode,
+    preset_envs,
+    resolve_envs,
+    task_rows,
+)
 
 try:
     from tinker_cookbook import renderers
@@ -88,7 +95,8 @@ class GemgymEnvGroupBuilder(EnvGroupBuilder):  # type: ignore[misc]
     """``group_size`` episodes of ``env`` (a registered id) from ``seed``.
 
     Args:
-        env: a registered env id (kept as a string so the builder pickles).
+        env: a registered env id or a :data:`~gemgym.integrations.common.PRESETS` name (kept
+            as a string so the builder pickles).
         seed: the reset seed every env of the group shares.
         group_size: envs per group.
         renderer_name: a cookbook renderer (``"qwen3"``, ``"llama3"``, ``"role_colon"``, ...).
@@ -138,11 +146,12 @@ class GemgymEnvGroupBuilder(EnvGroupBuilder):  # type: ignore[misc]
         def make() -> Any:
             return gemgym.make(self.env, **self.env_kwargs)
 
+        factory = preset_envs(self.env)[self.env] if self.env in PRESETS else make
         return [
             EnvFromMessageEnv(
                 renderer,
                 GemgymMessageEnv(
-                    TextEpisode(make, seed=self.seed),
+                    TextEpisode(factory, seed=self.seed),
                     system_prompt=self.system_prompt,
                     max_turns=self.max_turns,
                 ),
@@ -159,8 +168,8 @@ class GemgymRLDataset(RLDataset):  # type: ignore[misc]
     """Batches of :class:`GemgymEnvGroupBuilder`, cycling through ``envs``.
 
     Args:
-        envs: registered env ids (one, or ``{name: id}`` to mix; factories do not pickle, so
-            ids only).
+        envs: registered env ids or preset names (one, or ``{name: id}`` to mix; factories do
+            not pickle, so names only).
         batch_size: groups per batch.
         num_batches: batches in the dataset.
         group_size, renderer_name, tokenizer, max_turns, system_prompt: as for the builder.
@@ -169,7 +178,7 @@ class GemgymRLDataset(RLDataset):  # type: ignore[misc]
 
     def __init__(
         self,
-        envs: EnvsArg,
+        envs: str | dict[str, str],
         *,
         batch_size: int,
         num_batches: int,
@@ -185,7 +194,11 @@ class GemgymRLDataset(RLDataset):  # type: ignore[misc]
             raise ConfigError("the Tinker dataset takes env ids (builders must pickle)")
         if batch_size < 1 or num_batches < 1:
             raise ConfigError("batch_size and num_batches must be >= 1")
-        rows = task_rows(resolve_envs(ids), batch_size * num_batches, seed=seed, with_prompt=False)
+        factories: dict[str, EnvFactory] = {
+            name: (preset_envs(v)[v] if v in PRESETS else resolve_envs(v)[v])
+            for name, v in ids.items()
+        }
+        rows = task_rows(factories, batch_size * num_batches, seed=seed, with_prompt=False)
         self.builders = [
             GemgymEnvGroupBuilder(
                 ids[r["env"]],

@@ -331,7 +331,7 @@ def warm_start(
         output_dir=output_dir,
         max_steps=steps,
         learning_rate=learning_rate,
-        per_device_train_batch_size=config.pop("per_device_train_batch_size", 4),
+        per_device_train_batch_size=config.pop("per_device_train_batch_size", 8),
         logging_steps=config.pop("logging_steps", steps),
         save_strategy="no",
         report_to=[],
