@@ -18,7 +18,8 @@ family      chat template (modelled on the real one)
             contents trimmed of surrounding whitespace, tool results as ``ipython``
 ==========  ===========================================================================
 
-The same code path runs with real weights: only the directory differs.
+``"qwen"`` and ``"llama"`` are accepted as ``qwen2`` and ``llama3``. The same code path runs
+with real weights: only the directory differs.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ _LLAMA3 = (
 )
 
 _TEMPLATES = {"chatml": _CHATML, "qwen2": _QWEN2, "qwen3": _QWEN3, "llama3": _LLAMA3}
+_ALIASES = {"qwen": "qwen2", "llama": "llama3"}
 
 _CORPUS = [
     "You are playing a game. Think step by step, then give your answer in \\boxed{}.",
@@ -134,9 +136,10 @@ _CORPUS = [
 
 
 def chat_template(family: str) -> str:
-    """The Jinja chat template of a :data:`TEMPLATE_FAMILIES` family."""
+    """The Jinja chat template of a :data:`TEMPLATE_FAMILIES` family (``"qwen"`` and ``"llama"``
+    name ``qwen2`` and ``llama3``)."""
     try:
-        return _TEMPLATES[family]
+        return _TEMPLATES[_ALIASES.get(family, family)]
     except KeyError:
         raise ConfigError(
             f"unknown template family {family!r}; choose one of {list(TEMPLATE_FAMILIES)}"
@@ -187,6 +190,7 @@ def build_tiny_chat_model(
     except ImportError as e:
         raise missing_dependency(e.name or "transformers", "llm") from e
     template = chat_template(family)
+    family = _ALIASES.get(family, family)
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     specials, eos, bos = _special_tokens(family)
