@@ -156,6 +156,7 @@ class CountingBatches(TransformersBackend):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--gpu", action="store_true", help="the ~0.5B model on CUDA")
+    p.add_argument("--device", default=None, help="override the device (e.g. cpu for a smoke run)")
     p.add_argument("--episodes", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--max-tokens", type=int, default=None)
@@ -169,7 +170,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(args.threads)
-    device = "cuda" if args.gpu else "cpu"
+    device = args.device or ("cuda" if args.gpu else "cpu")
     episodes = args.episodes or (512 if args.gpu else 64)
     batch_size = args.batch_size or (128 if args.gpu else 16)
     max_tokens = args.max_tokens or (64 if args.gpu else 24)
