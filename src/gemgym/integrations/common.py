@@ -24,18 +24,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gemgym.core import Env
 from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.prompting import model_view
 
+if TYPE_CHECKING:
+    from gemgym.llm.record import TokenEpisode
+
 __all__ = [
     "PRESETS",
+    "CompletionView",
     "EnvFactory",
     "EnvsArg",
     "StepOutcome",
     "TextEpisode",
+    "completion_view",
     "observation_text",
     "preset_envs",
     "resolve_envs",
@@ -242,3 +247,35 @@ class TextEpisode:
         if self._env is not None:
             env, self._env = self._env, None
             env.close()
+
+
+@dataclass(slots=True)
+class CompletionView:
+    """A token episode as trainers that split prompt and response take it."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    mask: list[int]
+
+
+def completion_view(episode: TokenEpisode, pad_token_id: int) -> CompletionView:
+    """``prompt_ids`` (the first prompt) and everything after it as the response: each action
+    (mask 1, its sampled log-probs) and the context between actions (mask 0, log-prob 0). The
+    context after the last action is left out (no model conditions on it); an episode with no
+    token (its first request failed) gets one masked ``pad_token_id``, so batches stay
+    rectangular."""
+    ids: list[int] = []
+    lps: list[float] = []
+    mask: list[int] = []
+    for k, t in enumerate(episode.turns):
+        ids += t.action_ids
+        lps += list(t.logprobs) if t.logprobs is not None else [0.0] * len(t.action_ids)
+        mask += [1] * len(t.action_ids)
+        if k < len(episode.turns) - 1:
+            ids += t.next_ids
+            lps += [0.0] * len(t.next_ids)
+            mask += [0] * len(t.next_ids)
+    if not ids:
+        ids, lps, mask = [pad_token_id], [0.0], [0]
+    return CompletionView(list(episode.prompt_ids), ids, lps, mask)

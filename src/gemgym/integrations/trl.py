@@ -45,7 +45,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.integrations.common import EnvsArg, TextEpisode, resolve_envs, task_rows
+from gemgym.integrations.common import (
+    EnvsArg,
+    TextEpisode,
+    completion_view,
+    resolve_envs,
+    task_rows,
+)
 from gemgym.llm.record import TokenEpisode
 
 try:
@@ -85,23 +91,11 @@ def episodes_to_rollout(episodes: Sequence[TokenEpisode], eos_token_id: int) -> 
         "gemgym_finish": [],
     }
     for ep in episodes:
-        ids: list[int] = []
-        lps: list[float] = []
-        mask: list[int] = []
-        for k, t in enumerate(ep.turns):
-            ids += t.action_ids
-            lps += list(t.logprobs) if t.logprobs is not None else [0.0] * len(t.action_ids)
-            mask += [1] * len(t.action_ids)
-            if k < len(ep.turns) - 1:
-                ids += t.next_ids
-                lps += [0.0] * len(t.next_ids)
-                mask += [0] * len(t.next_ids)
-        if not ids:
-            ids, lps, mask = [eos_token_id], [0.0], [0]
-        out["prompt_ids"].append(list(ep.prompt_ids))
-        out["completion_ids"].append(ids)
-        out["logprobs"].append(lps)
-        out["env_mask"].append(mask)
+        view = completion_view(ep, eos_token_id)
+        out["prompt_ids"].append(view.prompt_ids)
+        out["completion_ids"].append(view.response_ids)
+        out["logprobs"].append(view.logprobs)
+        out["env_mask"].append(view.mask)
         out["env_return"].append(ep.total_return)
         out["gemgym_finish"].append(ep.finish_reason)
     return out
