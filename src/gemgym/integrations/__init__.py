@@ -15,12 +15,14 @@ module                                      extra                    plugs into
 :mod:`gemgym.integrations.openrlhf`         ``gemgym[openrlhf]``     OpenRLHF's agent function
                                                                      (``AgentInstanceBase`` behind its
                                                                      ``MultiTurnAgentExecutor``)
+:mod:`gemgym.integrations.verl`             ``gemgym[verl]``         a verl ``AgentLoopBase``
+                                                                     registered as ``gemgym``
 ==========================================  =======================  ==============================
 
 What the modules share (:mod:`gemgym.integrations.common`): how a run names its envs (one env id,
 a factory, or a mapping of names to either, for runs that mix several envs: each example says
 which env it plays), the rows a trainer's dataset holds (env name and seed, so every rollout of a
 group starts from the same state), and a text-level episode driver for the frameworks that hand
-the env the model's text. See ``docs/integrations.md`` for what each was tested with (and for verl, Oat,
-ROLL and RL2, which have no module yet).
+the env the model's text. See ``docs/integrations.md`` for what each was tested with (and for Oat, ROLL and
+RL2, which have no module).
 """
