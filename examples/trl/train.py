@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--tasks-per-step", type=int, default=2, help="tasks (groups) per update")
     ap.add_argument("--max-turns", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=12, help="tokens per turn")
-    ap.add_argument("--lr", type=float, default=None, help="default: 1e-2 tiny, 1e-6 --model")
+    ap.add_argument("--lr", type=float, default=None, help="default: 1e-3 tiny, 1e-6 --model")
     ap.add_argument("--advantage", default="grpo", help="grpo, rebn, rebn_group, reinforce, ...")
     ap.add_argument("--gamma", type=float, default=1.0)
     ap.add_argument("--warmup-steps", type=int, default=None, help="format SFT steps first")
@@ -92,7 +92,7 @@ def main() -> None:
         num_generations=args.group,
         max_steps=args.steps,
         max_completion_length=args.max_tokens,
-        learning_rate=args.lr if args.lr is not None else (1e-2 if tiny else 1e-6),
+        learning_rate=args.lr if args.lr is not None else (1e-3 if tiny else 1e-6),
         logging_steps=1,
         report_to=[],
         save_strategy="no",
