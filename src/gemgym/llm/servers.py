@@ -43,7 +43,7 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -124,6 +124,15 @@ class _Failure(Exception):
         self.overflow = overflow
 
 
+async def _close_at_loop_end(client: httpx.AsyncClient) -> AsyncIterator[None]:
+    """Hold ``client`` open until the event loop shuts its async generators down, then close it."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+
+
 def _import_httpx() -> Any:
     try:
         import httpx
@@ -197,6 +206,7 @@ class ServerBackend:
         # the client and the semaphore belong to one event loop: made on first use in each
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
+        self._closer: AsyncIterator[None] | None = None
         self._slots: asyncio.Semaphore | None = None
         self.requests_sent = 0
         """Attempts sent (retries included)."""
@@ -223,12 +233,13 @@ class ServerBackend:
             base = base[: -len("/v1")]
         return base + path
 
-    def _ensure_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    async def _ensure_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
         if self._client is None or self._slots is None or self._loop is not loop:
             httpx = _import_httpx()
-            # the client of another loop cannot be closed from this one; it is dropped
-            self._client = httpx.AsyncClient(
+            # a client belongs to the event loop that made it: a new loop gets its own, and the
+            # loop closes it when it shuts down (asyncio.run closes its async generators)
+            self._client = client = httpx.AsyncClient(
                 headers=self._headers,
                 timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
                 limits=httpx.Limits(
@@ -238,6 +249,8 @@ class ServerBackend:
             )
             self._slots = asyncio.Semaphore(self.max_concurrency)
             self._loop = loop
+            self._closer = _close_at_loop_end(client)
+            await self._closer.__anext__()
         return self._client, self._slots
 
     async def _attempt(self, client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Any:
@@ -291,7 +304,7 @@ class ServerBackend:
             body = self._body(request)
         except _Failure as e:
             return Generation.failed(str(e))
-        client, slots = self._ensure_client()
+        client, slots = await self._ensure_client()
         url = self._url(self.path)
         attempt = 0
         async with slots:
@@ -325,6 +338,7 @@ class ServerBackend:
     async def aclose(self) -> None:
         """Close the HTTP client (idempotent)."""
         client, self._client, self._slots, self._loop = self._client, None, None, None
+        self._closer = None
         if client is not None:
             # a client made by an event loop that has ended has nothing left to close
             with contextlib.suppress(RuntimeError):
