@@ -153,7 +153,7 @@ def _wait_for_lines(run: Path, n: int, proc: subprocess.Popen[bytes]) -> None:
 
 def test_resume_after_a_kill_finishes_the_rest_without_repeating_one(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    with ScriptedChatServer(_seeded_reply, delay=0.02) as server:
+    with ScriptedChatServer(_seeded_reply, delay=0.05) as server:
         proc = _subprocess_eval(run, server.url)
         _wait_for_lines(run, 15, proc)
         proc.kill()
@@ -176,7 +176,8 @@ def test_resume_after_a_kill_finishes_the_rest_without_repeating_one(tmp_path: P
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_writes_what_finished(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    with ScriptedChatServer(_seeded_reply, delay=0.02) as server:
+    # slow replies: the whole run takes ~10 s, so it cannot finish before the signal lands
+    with ScriptedChatServer(_seeded_reply, delay=0.2) as server:
         proc = _subprocess_eval(run, server.url)
         _wait_for_lines(run, 10, proc)
         proc.send_signal(signal.SIGINT)
