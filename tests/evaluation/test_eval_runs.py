@@ -129,6 +129,10 @@ def _no_latency(x: Any) -> Any:
     return x
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _subprocess_eval(run: Path, url: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "gemgym", "eval", *FIVE_ENVS, "--model", "m", "--base-url", url,
@@ -137,6 +141,8 @@ def _subprocess_eval(run: Path, url: str) -> subprocess.Popen[bytes]:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        # as from a terminal: a test run started in the background inherits SIGINT ignored
+        preexec_fn=_default_sigint,
     )  # fmt: skip
 
 
