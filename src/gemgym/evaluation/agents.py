@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from gemgym.core import MultimodalObservation
 from gemgym.errors import AgentError, ConfigError
 from gemgym.evaluation._http import HttpPool
+from gemgym.llm.servers import RETRY_STATUS, RetryPolicy
 
 __all__ = [
     "BackendAgent",
@@ -37,8 +38,6 @@ __all__ = [
     "Reply",
     "request_seed",
 ]
-
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 def request_seed(*parts: object) -> int:
@@ -164,16 +163,15 @@ class ChatAgent:
             raise ConfigError("the openai agent needs a model name (--model)")
         if not base_url:
             raise ConfigError("the openai agent needs the server's URL (--base-url .../v1)")
-        if timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise ConfigError("timeout must be > 0, max_retries and backoff >= 0")
+        if timeout <= 0:
+            raise ConfigError(f"timeout must be > 0, got {timeout}")
+        # full jitter: retry k waits uniformly up to min(max_backoff, backoff * 2**k)
+        self.retry = RetryPolicy(max_retries, backoff, max_backoff, jitter=1.0)
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.system_prompt = system_prompt
         self.seed = seed
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.history = history
         self._body: dict[str, Any] = {"model": model}
         for k, v in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
@@ -199,10 +197,9 @@ class ChatAgent:
         data = json.dumps(body).encode()
         latency = 0.0
         last = ""
-        for attempt in range(self.max_retries + 1):
+        for attempt in range(self.retry.max_retries + 1):
             if attempt:
-                cap = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
-                await asyncio.sleep(self._jitter.uniform(0, cap))
+                await asyncio.sleep(self.retry.delay(attempt - 1, self._jitter))
             t0 = time.perf_counter()
             try:
                 async with asyncio.timeout(self.timeout):
@@ -241,7 +238,7 @@ class ChatAgent:
                 latency_s=latency,
                 requests=attempt + 1,
             )
-        raise AgentError(f"{last} [gave up after {self.max_retries + 1} tries]")
+        raise AgentError(f"{last} [gave up after {self.retry.max_retries + 1} tries]")
 
     async def aclose(self) -> None:
         await self._http.aclose()
