@@ -41,6 +41,8 @@ __all__ = [
     "StepOutcome",
     "TextEpisode",
     "completion_view",
+    "env_factory",
+    "named_envs",
     "observation_text",
     "preset_envs",
     "resolve_envs",
@@ -100,6 +102,20 @@ def preset_envs(names: str) -> dict[str, EnvFactory]:
             raise ConfigError(f"unknown preset {name!r}; choose from {list(PRESETS)}")
         out[name] = _preset(name)
     return out
+
+
+def env_factory(name: str) -> EnvFactory:
+    """The factory of one :data:`PRESETS` name or registered env id."""
+    return _preset(name) if name in PRESETS else _factory(name)
+
+
+def named_envs(spec: str) -> dict[str, EnvFactory]:
+    """``{name: factory}`` for comma-separated :data:`PRESETS` names or registered env ids
+    (``"guess,game:Sudoku-v0-easy"`` mixes two), the form command lines and config files use."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise ConfigError(f"no envs in {spec!r}: name presets {list(PRESETS)} or env ids")
+    return {name: env_factory(name) for name in names}
 
 
 def _preset(name: str) -> EnvFactory:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.integrations.common import PRESETS, EnvFactory, TextEpisode, preset_envs, resolve_envs
+from gemgym.integrations.common import EnvFactory, TextEpisode, named_envs, resolve_envs
 from gemgym.integrations.common import task_rows as _task_rows
 
 try:
@@ -43,14 +43,7 @@ __all__ = ["GemgymAgentInstance", "make_agent_executor", "write_dataset"]
 
 
 def _envs(spec: str | Mapping[str, str | EnvFactory]) -> dict[str, EnvFactory]:
-    if not isinstance(spec, str):
-        return resolve_envs(spec)
-    out: dict[str, EnvFactory] = {}
-    for name in (n.strip() for n in spec.split(",") if n.strip()):
-        out.update(preset_envs(name) if name in PRESETS else resolve_envs(name))
-    if not out:
-        raise ConfigError("no envs: set GEMGYM_ENVS to presets (guess, math, qa) or env ids")
-    return out
+    return named_envs(spec) if isinstance(spec, str) else resolve_envs(spec)
 
 
 def _renderer(tokenizer: Any, system_prompt: str | None = None) -> Any:

@@ -25,8 +25,8 @@ from gemgym.integrations.common import (
     PRESETS,
     EnvFactory,
     TextEpisode,
+    env_factory,
     preset_envs,
-    resolve_envs,
     task_rows,
 )
 
@@ -194,10 +194,7 @@ class GemgymRLDataset(RLDataset):  # type: ignore[misc]
             raise ConfigError("the Tinker dataset takes env ids (builders must pickle)")
         if batch_size < 1 or num_batches < 1:
             raise ConfigError("batch_size and num_batches must be >= 1")
-        factories: dict[str, EnvFactory] = {
-            name: (preset_envs(v)[v] if v in PRESETS else resolve_envs(v)[v])
-            for name, v in ids.items()
-        }
+        factories: dict[str, EnvFactory] = {name: env_factory(v) for name, v in ids.items()}
         rows = task_rows(factories, batch_size * num_batches, seed=seed, with_prompt=False)
         self.builders = [
             GemgymEnvGroupBuilder(

@@ -35,13 +35,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gemgym.errors import ConfigError, missing_dependency
+from gemgym.errors import missing_dependency
 from gemgym.integrations.common import (
-    PRESETS,
-    EnvFactory,
     TextEpisode,
-    preset_envs,
-    resolve_envs,
+    named_envs,
     task_rows,
 )
 
@@ -52,17 +49,6 @@ except ImportError as e:  # pragma: no cover - depends on the extra
     raise missing_dependency(e.name or "verifiers", "verifiers") from e
 
 __all__ = ["GemgymEnv", "GemgymHarness", "GemgymTaskset"]
-
-
-def _envs(spec: str) -> dict[str, EnvFactory]:
-    """Comma-separated presets or registered env ids."""
-    names = [n.strip() for n in spec.split(",") if n.strip()]
-    if not names:
-        raise ConfigError("envs is empty: name presets (guess, math, qa) or env ids")
-    out: dict[str, EnvFactory] = {}
-    for name in names:
-        out.update(preset_envs(name) if name in PRESETS else resolve_envs(name))
-    return out
 
 
 class GemgymTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
@@ -89,7 +75,7 @@ class GemgymTask(vf.Task[GemgymData, vf.State, vf.TaskConfig]):  # type: ignore[
 class GemgymTaskset(vf.Taskset[GemgymTask, GemgymTasksetConfig]):  # type: ignore[misc]
     def load(self) -> Iterator[GemgymTask]:
         cfg = self.config
-        for i, row in enumerate(task_rows(_envs(cfg.envs), cfg.num_tasks, seed=cfg.seed)):
+        for i, row in enumerate(task_rows(named_envs(cfg.envs), cfg.num_tasks, seed=cfg.seed)):
             info = {"env": row["env"], "seed": row["seed"], "max_turns": cfg.max_turns}
             info["envs"] = cfg.envs
             data = GemgymData(
@@ -161,7 +147,7 @@ class GemgymEnv(vf.Env[GemgymEnvConfig]):  # type: ignore[misc]
 
     async def run(self, task: Any, agents: Any) -> None:
         info = task.data.info
-        factory = _envs(str(info["envs"]))[str(info["env"])]
+        factory = named_envs(str(info["envs"]))[str(info["env"])]
         episode = TextEpisode(factory, seed=int(info["seed"]))
         episode.reset()  # the task's prompt is this observation
         turns = 0

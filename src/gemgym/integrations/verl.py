@@ -28,7 +28,7 @@ from typing import Any
 from uuid import uuid4
 
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.integrations.common import PRESETS, completion_view, preset_envs, resolve_envs
+from gemgym.integrations.common import completion_view, env_factory
 from gemgym.llm.backend import BackendCapabilities, FinishReason, Generation, GenerationRequest
 
 try:
@@ -95,7 +95,7 @@ class GemgymAgentLoop(AgentLoopBase):  # type: ignore[misc]
         if "env" not in info:
             raise ConfigError('each sample needs extra_info={"env": ..., "seed": ...}')
         name = str(info["env"])
-        factory = preset_envs(name)[name] if name in PRESETS else resolve_envs(name)[name]
+        factory = env_factory(name)
         rollout = self.rollout_config
         multi_turn = rollout.get("multi_turn", {}) if hasattr(rollout, "get") else {}
         max_turns = int(multi_turn.get("max_assistant_turns") or 8)

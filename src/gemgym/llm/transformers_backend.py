@@ -15,15 +15,14 @@ Needs ``pip install "gemgym[llm]"``. Text-only: a request with images raises
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gemgym.errors import BackendError, ConfigError, missing_dependency
+from gemgym.llm._batching import BatchQueue
 from gemgym.llm.backend import (
     BackendCapabilities,
     FinishReason,
@@ -32,13 +31,6 @@ from gemgym.llm.backend import (
 )
 
 __all__ = ["TransformersBackend"]
-
-
-@dataclass
-class _Pending:
-    request: GenerationRequest
-    future: asyncio.Future[Generation]
-    sent: float = field(default_factory=time.perf_counter)
 
 
 class TransformersBackend:
@@ -111,13 +103,10 @@ class TransformersBackend:
         params = inspect.signature(forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
-        self._pending: list[_Pending] = []
-        self._wake: asyncio.Event | None = None
-        self._worker: asyncio.Task[None] | None = None
+        self._queue = BatchQueue(self._generate_batch, max_batch_size, "TransformersBackend")
         self._lock = threading.Lock()
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(0)
-        self._closed = False
         self.model_seconds = 0.0
         """Seconds spent in batches (forward passes and sampling), for benchmarks."""
 
@@ -133,7 +122,7 @@ class TransformersBackend:
 
     async def generate(self, request: GenerationRequest) -> Generation:
         """Queue one request; it joins the next batch."""
-        if self._closed:
+        if self._queue.closed:
             raise BackendError("this TransformersBackend is closed")
         if request.images:
             raise BackendError(
@@ -147,47 +136,11 @@ class TransformersBackend:
             raise BackendError("empty prompt")
         if n >= self.max_positions:
             return Generation([], [], "", "length", prompt_tokens=n)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Generation] = loop.create_future()
-        self._pending.append(_Pending(request, fut))
-        if self._worker is None or self._worker.done():
-            self._wake = asyncio.Event()
-            self._worker = loop.create_task(self._run())
-        assert self._wake is not None
-        self._wake.set()
-        return await fut
-
-    async def _run(self) -> None:
-        assert self._wake is not None
-        while not self._closed:
-            if not self._pending:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            batch = self._pending[: self.max_batch_size]
-            del self._pending[: len(batch)]
-            try:
-                gens = await asyncio.to_thread(self._generate_batch, [p.request for p in batch])
-            except Exception as e:  # one failed batch fails its requests, not the worker
-                msg = f"{type(e).__name__}: {e}"
-                gens = [Generation.failed(msg) for _ in batch]
-            now = time.perf_counter()
-            for p, g in zip(batch, gens, strict=True):
-                g.latency_s = now - p.sent
-                if not p.future.done():
-                    p.future.set_result(g)
+        return await self._queue.submit(request)
 
     async def aclose(self) -> None:
         """Stop the batching task; pending requests fail."""
-        self._closed = True
-        for p in self._pending:
-            if not p.future.done():
-                p.future.set_result(Generation.failed("backend closed"))
-        self._pending.clear()
-        if self._wake is not None:
-            self._wake.set()
-        if self._worker is not None:
-            await asyncio.gather(self._worker, return_exceptions=True)
+        await self._queue.aclose()
 
     # -- the batch, in a worker thread ---------------------------------------------------------
     def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
