@@ -62,11 +62,11 @@ gemgym.register(VARIETY, VarietyEnv, override=True)
 GAMMA = 0.9
 
 
-class CPUActor(GemgymOatActor):
+class TransformersActor(GemgymOatActor):
     """The adapter as is, sampling through gemgym's transformers backend instead of vLLM."""
 
     def make_backend(self) -> Any:
-        return TransformersBackend(self.args.pretrain, self.tokenizer, device="cpu")
+        return TransformersBackend(self.args.pretrain, self.tokenizer)  # CUDA when there is one
 
 
 class Futures:
@@ -110,8 +110,8 @@ def make_args(model: Path, **overrides: Any) -> GemgymOatArgs:
     return GemgymOatArgs(**fields)
 
 
-def make_actor(model: Path, tmp_path: Path, **overrides: Any) -> CPUActor:
-    actor = CPUActor(None, {"model": str(model)}, make_args(model, **overrides))
+def make_actor(model: Path, tmp_path: Path, **overrides: Any) -> TransformersActor:
+    actor = TransformersActor(None, {"model": str(model)}, make_args(model, **overrides))
     actor.init(0, str(tmp_path))
     actor.ipc_client = _oat_standins.MemoryIPC()  # Oat's plasma transport, in memory
     return actor
@@ -344,3 +344,32 @@ def test_the_actor_samples_with_oats_own_vllm_engine(tmp_path: Path) -> None:
             assert all(lp <= 0 for lp in t["logprobs"])
         assert [t["done"] for t in e["transitions"]][-1]
     assert "actor/mean_episode_return" in got["info_keys"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # tyro on Oat's own `str = None` fields
+def test_the_readme_commands_parse_with_oats_own_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shlex
+    import sys
+
+    from oat.args import default_args_validation, get_default_args
+    from oat.types import RLAlgo
+
+    readme = Path(__file__).parents[2] / "examples" / "oat" / "README.md"
+    commands = [
+        line
+        for line in readme.read_text().splitlines()
+        if line.startswith("python examples/oat/train.py")
+    ]
+    assert len(commands) == 4
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)  # Oat checks --gpus against it
+    envs = []
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        monkeypatch.setattr(sys, "argv", argv)
+        args = get_default_args(GemgymOatArgs)
+        args.algo = "PPO"  # as train.py sets it
+        args = default_args_validation(args)
+        assert isinstance(args, GemgymOatArgs) and args.algo == RLAlgo.PPO
+        assert args.whiten_adv and args.gamma == 0.9 and args.train_batch_size_per_device == 1
+        envs.append(args.env)
+    assert envs == ["guess", "math", "qa", "guess,math,qa"]

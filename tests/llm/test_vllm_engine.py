@@ -14,13 +14,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(
-        not os.environ.get("GEMGYM_VLLM_PYTHON"),
-        reason="set GEMGYM_VLLM_PYTHON to a Python with vLLM to run the vLLM engine test",
-    ),
-]
+needs_vllm_python = pytest.mark.skipif(
+    not os.environ.get("GEMGYM_VLLM_PYTHON"),
+    reason="set GEMGYM_VLLM_PYTHON to a Python with vLLM to run the vLLM engine test",
+)
 
 pytest.importorskip("transformers")
 
@@ -33,6 +30,8 @@ from ._vllm_engine_rollout import play  # noqa: E402
 SRC = Path(__file__).parents[2] / "src"
 
 
+@pytest.mark.vllm
+@needs_vllm_python
 def test_vllm_engine_backend_plays_the_same_episodes_as_transformers(tmp_path: Path) -> None:
     # head size 64: vLLM's CPU attention supports it
     model = build_tiny_chat_model(tmp_path / "tiny", "chatml", hidden_size=128, num_heads=2)
@@ -66,3 +65,15 @@ def test_vllm_engine_backend_plays_the_same_episodes_as_transformers(tmp_path: P
                 assert ta.finish_reason == tb.finish_reason
                 assert ta.logprobs is not None and tb.logprobs is not None
                 assert max(abs(x - y) for x, y in zip(ta.logprobs, tb.logprobs, strict=True)) < 1e-4
+
+
+def test_without_vllm_the_engine_backend_says_what_to_do() -> None:
+    from importlib.util import find_spec
+
+    from gemgym.errors import DependencyNotInstalled
+    from gemgym.llm import VLLMEngineBackend
+
+    if find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    with pytest.raises(DependencyNotInstalled, match=r"pip install vllm.*VLLMBackend"):
+        VLLMEngineBackend(object())

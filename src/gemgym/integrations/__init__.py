@@ -17,12 +17,15 @@ module                                      extra                    plugs into
                                                                      ``MultiTurnAgentExecutor``)
 :mod:`gemgym.integrations.verl`             ``gemgym[verl]``         a verl ``AgentLoopBase``
                                                                      registered as ``gemgym``
+:mod:`gemgym.integrations.oat`              ``gemgym[oat]`` and      Oat's ``PPOMultiTurnActor``
+                                            ``scripts/install-oat``  (steps gemgym vector envs) and
+                                                                     ``PPOMultiTurnLearner``
 ==========================================  =======================  ==============================
 
 What the modules share (:mod:`gemgym.integrations.common`): how a run names its envs (one env id,
 a factory, or a mapping of names to either, for runs that mix several envs: each example says
 which env it plays), the rows a trainer's dataset holds (env name and seed, so every rollout of a
 group starts from the same state), and a text-level episode driver for the frameworks that hand
-the env the model's text. See ``docs/integrations.md`` for what each was tested with (and for Oat, ROLL and
-RL2, which have no module).
+the env the model's text. See ``docs/integrations.md`` for what each was tested with (and for ROLL and RL2,
+which have no module).
 """

@@ -6,6 +6,7 @@
   rewards, finish reasons), JSONL in and out, token-level advantages;
 * :mod:`gemgym.llm.render`: chat rendering that never re-tokenises sampled text;
 * :mod:`gemgym.llm.transformers_backend`: a local Hugging Face model as a backend;
+* :mod:`gemgym.llm.vllm_engine`: an in-process vLLM engine (``vllm.LLM``) as a backend;
 * :mod:`gemgym.llm.rollout`: the engine (:func:`rollout_tokens`): many episodes in flight over
   a vector env, each turn sent as soon as its env step returns;
 * :mod:`gemgym.llm.servers`: inference servers over HTTP (:class:`VLLMBackend`,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     )
     from gemgym.llm.testing import build_tiny_chat_model
     from gemgym.llm.transformers_backend import TransformersBackend
+    from gemgym.llm.vllm_engine import VLLMEngineBackend
 
 _EXPORTS: dict[str, str] = {
     "Backend": "gemgym.llm.backend",
@@ -78,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "transformers_serve_backend": "gemgym.llm.servers",
     "build_tiny_chat_model": "gemgym.llm.testing",
     "TransformersBackend": "gemgym.llm.transformers_backend",
+    "VLLMEngineBackend": "gemgym.llm.vllm_engine",
 }
 
 __all__ = [
@@ -98,6 +101,7 @@ __all__ = [
     "TokenTurn",
     "TransformersBackend",
     "VLLMBackend",
+    "VLLMEngineBackend",
     "arollout_tokens",
     "build_tiny_chat_model",
     "compare_with_full_render",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gemgym.errors import BackendError, missing_dependency
+from gemgym.errors import BackendError, DependencyNotInstalled
 from gemgym.llm._batching import BatchQueue
 from gemgym.llm.backend import (
     BackendCapabilities,
@@ -61,7 +61,11 @@ class VLLMEngineBackend:
         try:
             import vllm
         except ImportError as e:
-            raise missing_dependency(e.name or "vllm", "llm") from e
+            raise DependencyNotInstalled(
+                "VLLMEngineBackend needs vLLM in this environment (pip install vllm; it is "
+                "not a gemgym extra). Without it, serve the model with vLLM elsewhere and use "
+                "gemgym.llm.VLLMBackend, or use gemgym.llm.TransformersBackend"
+            ) from e
         self._vllm = vllm
         self.llm = llm
         self.tokenizer = llm.get_tokenizer()
