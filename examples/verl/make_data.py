@@ -16,7 +16,9 @@ import argparse
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--envs", default="guess", help="comma-separated presets (guess, math, qa)")
+    ap.add_argument(
+        "--envs", default="guess", help="comma-separated presets (guess, math, qa) or env ids"
+    )
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="gemgym_train.parquet")
@@ -24,9 +26,9 @@ def main() -> None:
 
     import pandas as pd
 
-    from gemgym.integrations.common import preset_envs, task_rows
+    from gemgym.integrations.common import named_envs, task_rows
 
-    rows = task_rows(preset_envs(args.envs), args.n, seed=args.seed)
+    rows = task_rows(named_envs(args.envs), args.n, seed=args.seed)
     table = [
         {
             "prompt": r["prompt"],

@@ -103,3 +103,52 @@ def test_agent_loop_plays_gemgym_episodes(tmp_path: Path) -> None:
         for ids in spans:
             episode.step(tok.decode(ids, skip_special_tokens=True))
         assert out.reward_score == pytest.approx(episode.total_return)
+
+
+def test_the_readme_command_is_a_valid_verl_config(tmp_path: Path) -> None:
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    root = Path(__file__).parents[2]
+    readme = (root / "examples" / "verl" / "README.md").read_text()
+    [command] = [
+        ln for ln in readme.splitlines() if ln.startswith("python -m verl.trainer.main_ppo")
+    ]
+    overrides = shlex.split(command)[3:]
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=overrides)  # unknown keys fail here
+    agent = cfg.actor_rollout_ref.rollout.agent
+    assert agent.default_agent_loop == "gemgym"
+    [entry] = OmegaConf.load(root / agent.agent_loop_config_path)
+    assert entry.name == "gemgym"
+    assert entry._target_ == f"{GemgymAgentLoop.__module__}.{GemgymAgentLoop.__name__}"
+
+    # the data the command trains on, written by the README's make_data command
+    out = tmp_path / "train.parquet"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(root / "examples" / "verl" / "make_data.py"),
+            "--envs",
+            "guess,math",
+            "--n",
+            "4",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+    )
+    assert run.returncode == 0, run.stderr
+    import pandas as pd
+
+    rows = pd.read_parquet(out).to_dict("records")
+    assert [r["extra_info"]["env"] for r in rows] == ["guess", "math", "guess", "math"]
+    assert {r["agent_name"] for r in rows} == {"gemgym"}

@@ -440,8 +440,18 @@ class TerminalEnv(Env[str, str]):
         )
 
     def close(self) -> None:
+        """Close the episode's sandbox and every sandbox started ahead; one still starting is
+        waited for, so that no sandbox outlives the env."""
         self._closed = True
-        self._drop_spares()
+        spares, self._spares = list(self._spares.values()), {}
+        for future in spares:
+            if future.cancel():
+                continue
+            try:
+                session = future.result(timeout=120)
+            except Exception:  # it failed to start: nothing to close
+                continue
+            session.close()
         self._close_session()
         super().close()
 
