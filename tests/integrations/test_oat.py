@@ -8,9 +8,11 @@ Oat's own code that runs: the actor's ``init`` (sampling settings, engine constr
 tokenizer), ``PPOMultiTurnActor.step`` (episode metrics, serialisation), the multi-turn
 collector's metrics, the learner's ``process_feedback_data`` (discounted returns as
 advantages), its ``MultiTurnTransitionDataset`` and completion masks (what PPO trains on),
-``DeepspeedStrategy.setup_dataloader`` and ``broadcast``, and the learner's
-``_pre_evaluate``/``_post_evaluate`` over a one-process gloo group. The PPO update itself
-(``learning_step``) needs CUDA and DeepSpeed engines: ``benchmarks/gpu_oat.sh``.
+``DeepspeedStrategy.setup_dataloader``, ``all_reduce`` and ``broadcast``, the learner's
+``_pre_evaluate``/``_post_evaluate`` over a one-process gloo group, and Oat's PPO update
+(``learning_step``) on the collected episodes, with plain torch in place of the DeepSpeed engine
+(``TorchStrategy``: ``loss.backward()``, ``optimizer.step()``). DeepSpeed engines, NCCL weight
+sync and Oat's launcher are not run: ``benchmarks/gpu_oat.sh`` on a GPU.
 """
 
 from __future__ import annotations
@@ -256,6 +258,71 @@ def test_the_learner_evaluates_on_the_envs_and_needs_no_dataset(
     eps = actor.play("eval", actor.eval_env_factories, 2, EVAL_SEED, evaluation=True)
     assert [e.seed for e in eps["guess"]] == [EVAL_SEED, EVAL_SEED + 1]
     actor.close_envs()
+
+
+class TorchStrategy(DeepspeedStrategy):
+    """Oat's strategy with plain torch in place of the DeepSpeed engine (which needs GPUs):
+    the same calls, ``loss.backward()`` and ``optimizer.step()``; Oat's ``all_reduce`` and
+    ``broadcast`` run as they are over the gloo group."""
+
+    grad_acc_step = 1
+
+    def backward(self, loss: Any, model: Any, optimizer: Any, **_: Any) -> None:
+        loss.backward()
+
+    def optimizer_step(self, optimizer: Any, model: Any, scheduler: Any, **_: Any) -> None:
+        optimizer.step()
+        optimizer.zero_grad()
+
+    def get_gradient_norm(self, model: Any, **_: Any) -> Any:
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+
+
+def test_oats_ppo_update_trains_on_the_collected_episodes(
+    model: Path, tmp_path: Path, gloo: Any
+) -> None:
+    import functools
+
+    from oat.utils.ops import masked_sum
+    from transformers import AutoModelForCausalLM
+
+    # the plain-logits path (the fused LM head needs Oat's DeepSpeed-wrapped model); beta 0: no
+    # reference model; ReBN: whitened per-turn discounted returns
+    actor = make_actor(model, tmp_path, use_fused_lm_head=False, beta=0.0, whiten_adv=True)
+    feedback = actor.ipc_client.deserialize_ipc(actor.step())
+    actor.close_envs()
+
+    learner = GemgymOatLearner.__new__(GemgymOatLearner)
+    learner.args = actor.args
+    learner.critic = None
+    learner.ref_model = None
+    learner.pi_buffer, learner.all_buffer, learner.query_step = [], [], 0
+    learner.strategy = TorchStrategy(args=actor.args)
+    learner.masked_aggregator = functools.partial(  # what PPOLearner._init sets for drgrpo
+        masked_sum, constant_normalizer=actor.args.generate_max_length
+    )
+    torch.manual_seed(0)
+    learner.model = AutoModelForCausalLM.from_pretrained(str(model))
+    learner.optimizer = torch.optim.SGD(learner.model.parameters(), lr=0.5)
+    learner.scheduler = None
+    before = [p.detach().clone() for p in learner.model.parameters()]
+
+    learner.process_feedback_data(feedback)
+    dataset = MultiTurnTransitionDataset(learner.pi_buffer, actor.tokenizer, learner.strategy)
+    batch = dataset.collate_fn([dataset[i] for i in range(len(dataset))])
+    learner.model.train()
+    infos = learner.learning_step(batch)  # Oat's multi-turn PPO step, unchanged
+
+    assert torch.isfinite(infos["pg_loss"]) and float(infos["policy_grad_norm"]) > 0
+    # the log-probs the actor sampled with are the learner's for the same tokens: the prompt and
+    # response ids line up (an off-by-one would show here as a large divergence)
+    assert abs(float(infos["kl_sample_train_v1"])) < 1e-5
+    assert abs(float(infos["sampler_learner_prob_diff_max"])) < 1e-5
+    assert abs(float(infos["adv_mean"])) < 1e-4  # whitened
+    changed = sum(
+        not torch.equal(a, b) for a, b in zip(before, learner.model.parameters(), strict=True)
+    )
+    assert changed > 0
 
 
 def test_transitions_of_a_recorded_episode() -> None:
