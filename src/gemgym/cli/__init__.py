@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "run": ("gemgym.cli.run", "run an agent on an env and summarise the episodes"),
     "eval": ("gemgym.cli.eval", "evaluate an agent on env suites (pass@k, reports, --resume)"),
     "train": ("gemgym.cli.train", "train a causal-LM policy with RL (needs gemgym[train])"),
+    "serve": ("gemgym.cli.serve", "serve an env as an OpenEnv server (needs gemgym[openenv])"),
     "serve-retriever": ("gemgym.cli.serve_retriever", "serve a search corpus over HTTP"),
     "gem-run": ("gemgym.cli.gem_run", "run a GEM script unchanged (import gem -> gemgym)"),
 }

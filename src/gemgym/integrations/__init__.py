@@ -20,6 +20,9 @@ module                                      extra                    plugs into
 :mod:`gemgym.integrations.oat`              ``gemgym[oat]`` and      Oat's ``PPOMultiTurnActor``
                                             ``scripts/install-oat``  (steps gemgym vector envs) and
                                                                      ``PPOMultiTurnLearner``
+:mod:`gemgym.integrations.openenv`          ``gemgym[openenv]``      OpenEnv's server (``gemgym
+                                                                     serve``) and clients; OpenEnv
+                                                                     servers as gemgym envs
 ==========================================  =======================  ==============================
 
 What the modules share (:mod:`gemgym.integrations.common`): how a run names its envs (one env id,
