@@ -95,6 +95,7 @@ def _remote(env: OpenEnvEnv, seed: int, actions: list[str]) -> list[tuple[Any, .
 
 def test_a_served_env_plays_the_episode_it_plays_in_process(guess_url: str) -> None:
     env = OpenEnvEnv(guess_url)
+    assert env.reset(seed=0)[1]["suffix"] == gemgym.make(GUESS).reset(seed=0)[1]["suffix"]
     for seed in (0, 3, 11):
         remote = _remote(env, seed, GUESSES)
         assert remote == _local(GUESS, seed, GUESSES)

@@ -267,7 +267,9 @@ class OpenEnvEnv(Env[str, str]):
         result = self._session().reset(**fields)
         self._done = bool(result.done)
         self._episode = (seed, dict(options) if options else None, [])
-        return self._text(result), {"observation": result.observation}
+        info = dict(result.observation.get("info") or {})
+        info["observation"] = result.observation
+        return self._text(result), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:

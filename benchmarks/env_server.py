@@ -1,0 +1,110 @@
+"""Env steps through an OpenEnv server (``gemgym serve``) against the same env in process.
+
+The server is OpenEnv's own (uvicorn, in a separate process, as ``gemgym serve`` runs it); the
+client is :class:`gemgym.integrations.openenv.OpenEnvEnv` (OpenEnv's WebSocket client), one
+session per env. Workload: GuessTheNumber-v0-hard episodes with random guesses, resets
+included; the baseline in the same run is the in-process env. Reports steps/s for 1 session and
+for ``--sessions`` sessions stepped together by a thread vector env.
+
+Run: ``.venv/bin/python benchmarks/env_server.py [--steps 2000] [--sessions 8]``
+(needs ``pip install "gemgym[openenv]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gemgym
+
+ENV = "game:GuessTheNumber-v0-hard"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _actions(n: int) -> list[str]:
+    rng = random.Random(0)
+    return [f"\\boxed{{{rng.randint(1, 50)}}}" for _ in range(n)]
+
+
+def _play(env: gemgym.Env, actions: list[str]) -> float:
+    t0 = time.perf_counter()
+    env.reset(seed=0)
+    for k, a in enumerate(actions):
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            env.reset(seed=k)
+    return len(actions) / (time.perf_counter() - t0)
+
+
+def _play_vector(make: object, n_envs: int, rounds: int) -> float:
+    from gemgym.vector import make_vector_env
+
+    venv = make_vector_env(env_fns=[make] * n_envs, backend="thread")  # type: ignore[list-item]
+    actions = _actions(rounds)
+    venv.reset(seed=0)
+    t0 = time.perf_counter()
+    for a in actions:
+        venv.step([a] * n_envs)  # autoreset: finished episodes start again
+    rate = rounds * n_envs / (time.perf_counter() - t0)
+    venv.close()
+    return rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--sessions", type=int, default=8)
+    args = ap.parse_args()
+    from gemgym.integrations.openenv import OpenEnvEnv
+
+    port = _port()
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gemgym", "serve", ENV, "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": src},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("gemgym serve did not start") from None
+                time.sleep(0.1)
+        actions = _actions(args.steps)
+        local = _play(gemgym.make(ENV), actions)
+        remote_env = OpenEnvEnv(url)
+        remote = _play(remote_env, actions)
+        remote_env.close()
+        rounds = max(1, args.steps // args.sessions)
+        vec_local = _play_vector(lambda: gemgym.make(ENV), args.sessions, rounds)
+        vec_remote = _play_vector(lambda: OpenEnvEnv(url), args.sessions, rounds)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{ENV}, {args.steps} steps; load average {load}")
+    print(f"{'':28}{'in process':>14}{'OpenEnv server':>16}{'ratio':>8}")
+    print(f"{'1 env, steps/s':28}{local:14,.0f}{remote:16,.0f}{remote / local:8.4f}")
+    label = f"{args.sessions} envs (thread), steps/s"
+    print(f"{label:28}{vec_local:14,.0f}{vec_remote:16,.0f}{vec_remote / vec_local:8.4f}")
+
+
+if __name__ == "__main__":
+    main()
