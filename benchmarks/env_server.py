@@ -65,13 +65,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=1, help="server processes (gemgym serve)")
     args = ap.parse_args()
     from gemgym.integrations.openenv import OpenEnvEnv
 
     port = _port()
     src = str(Path(__file__).resolve().parents[1] / "src")
     server = subprocess.Popen(
-        [sys.executable, "-m", "gemgym", "serve", ENV, "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "gemgym",
+            "serve",
+            ENV,
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+        ],
         env={**os.environ, "PYTHONPATH": src},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -99,7 +110,7 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"{ENV}, {args.steps} steps; load average {load}")
+    print(f"{ENV}, {args.steps} steps, {args.workers} server process(es); load average {load}")
     print(f"{'':28}{'in process':>14}{'OpenEnv server':>16}{'ratio':>8}")
     print(f"{'1 env, steps/s':28}{local:14,.0f}{remote:16,.0f}{remote / local:8.4f}")
     label = f"{args.sessions} envs (thread), steps/s"

@@ -176,11 +176,22 @@ def test_unknown_ids_and_bad_arguments_are_reported() -> None:
         OpenEnvEnv("localhost:8000")
 
 
-def test_gemgym_serve_runs_a_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_gemgym_serve_runs_a_server(workers: int) -> None:
     port = _port()
     src = str(Path(__file__).parents[2] / "src")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gemgym", "serve", "game:Wordle-v0-easy", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "gemgym",
+            "serve",
+            "game:Wordle-v0-easy",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
         env={**os.environ, "PYTHONPATH": src},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -199,11 +210,13 @@ def test_gemgym_serve_runs_a_server(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "gemgym serve did not come up"
             time.sleep(0.1)
-        env = OpenEnvEnv(url)
-        assert _remote(env, 4, ["\\boxed{crane}"]) == _local(
-            "game:Wordle-v0-easy", 4, ["\\boxed{crane}"]
-        )
-        env.close()
+        envs = [OpenEnvEnv(url) for _ in range(4)]  # sessions spread over the workers
+        for seed, env in enumerate(envs):
+            assert _remote(env, seed, ["\\boxed{crane}"]) == _local(
+                "game:Wordle-v0-easy", seed, ["\\boxed{crane}"]
+            )
+        for env in envs:
+            env.close()
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)

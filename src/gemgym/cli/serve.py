@@ -4,6 +4,7 @@ Examples::
 
     gemgym serve game:Wordle-v0 --port 8000
     gemgym serve math:GSM8K --env-kwargs '{"dataset": "sample"}' --max-sessions 128
+    gemgym serve game:Sudoku-v0 --workers 4           # 4 server processes on the port
 
 Each WebSocket session (OpenEnv's ``EnvClient``, :class:`gemgym.integrations.openenv.OpenEnvEnv`)
 gets its own env. Needs ``pip install "gemgym[openenv]"``. See docs/integrations.md.
@@ -24,6 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument(
         "--max-sessions", type=int, default=64, help="concurrent sessions, one env each (64)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes (1); each session stays on one, so steps/s scale with cores",
     )
     p.add_argument(
         "--env-kwargs", default="{}", help="JSON object of keyword arguments for gemgym.make"
@@ -49,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         max_concurrent_envs=args.max_sessions,
+        workers=args.workers,
         log_level=args.log_level,
         **kwargs,
     )

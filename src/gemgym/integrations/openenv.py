@@ -167,14 +167,52 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     max_concurrent_envs: int = 64,
+    workers: int = 1,
     log_level: str = "warning",
     **make_kwargs: Any,
 ) -> None:
-    """Serve ``env_id`` with uvicorn until interrupted (``gemgym serve``)."""
+    """Serve ``env_id`` with uvicorn until interrupted (``gemgym serve``).
+
+    ``workers`` > 1 runs that many server processes on the port (uvicorn's workers); a session
+    stays on the process that accepted it, so sessions spread over the processes and the
+    steps/s scale with the cores (``max_concurrent_envs`` is then per process).
+    """
+    import os
+
     import uvicorn
 
-    app = create_app(env_id, max_concurrent_envs=max_concurrent_envs, **make_kwargs)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
+    create_app(env_id, max_concurrent_envs=max_concurrent_envs, **make_kwargs)  # fail here
+    if workers == 1:
+        app = create_app(env_id, max_concurrent_envs=max_concurrent_envs, **make_kwargs)
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        return
+    # each worker process builds its own app from these variables
+    os.environ[_SERVE_VAR] = json.dumps(
+        {"env_id": env_id, "max_concurrent_envs": max_concurrent_envs, "kwargs": make_kwargs}
+    )
+    uvicorn.run(
+        f"{__name__}:_app_from_environ",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+    )
+
+
+_SERVE_VAR = "GEMGYM_SERVE_SPEC"
+
+
+def _app_from_environ() -> Any:
+    """The app of a ``serve(..., workers=N)`` worker process."""
+    import os
+
+    spec = json.loads(os.environ[_SERVE_VAR])
+    return create_app(
+        spec["env_id"], max_concurrent_envs=spec["max_concurrent_envs"], **spec["kwargs"]
+    )
 
 
 class GemgymEnvClient(EnvClient):  # type: ignore[misc]
