@@ -11,8 +11,19 @@ from __future__ import annotations
 
 
 def main() -> None:
-    from oat.args import default_args_validation, get_default_args
-    from oat.interface import get_program, lp
+    try:
+        from oat.args import default_args_validation, get_default_args
+        from oat.interface import get_program, lp
+    except ImportError as e:
+        if e.name == "launchpad":
+            raise SystemExit(
+                "Oat's launcher (dm-launchpad) is not installed: it has builds for Python <= "
+                "3.10 only, so an Oat program cannot start here (examples/oat/README.md says "
+                "what runs without it)"
+            ) from None
+        if (e.name or "").split(".")[0] == "oat":
+            raise SystemExit("Oat is not installed: run scripts/install-oat") from None
+        raise
 
     from gemgym.integrations.oat import GemgymOatActor, GemgymOatArgs, GemgymOatLearner
 
