@@ -2,9 +2,9 @@
 
 Examples::
 
-    gemgym serve game:Wordle-v0 --port 8000
+    gemgym serve game:Wordle-v0-easy --port 8000
     gemgym serve math:GSM8K --env-kwargs '{"dataset": "sample"}' --max-sessions 128
-    gemgym serve game:Sudoku-v0 --workers 4           # 4 server processes on the port
+    gemgym serve game:Sudoku-v0-easy --workers 4           # 4 server processes on the port
 
 Each WebSocket session (OpenEnv's ``EnvClient``, :class:`gemgym.integrations.openenv.OpenEnvEnv`)
 gets its own env. Needs ``pip install "gemgym[openenv]"``. See docs/integrations.md.
@@ -48,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--env-kwargs is not JSON: {e}") from None
     if not isinstance(kwargs, dict):
         raise ConfigError('--env-kwargs must be a JSON object, e.g. \'{"dataset": "sample"}\'')
+    import gemgym
     from gemgym.integrations.openenv import serve
 
+    gemgym.spec(args.env_id)  # an unknown id fails before anything is printed
     print(f"serving {args.env_id} on http://{args.host}:{args.port} (OpenEnv; Ctrl-C stops)")
     serve(
         args.env_id,

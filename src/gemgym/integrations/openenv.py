@@ -17,7 +17,7 @@ which its ``EnvClient`` (and TRL's OpenEnv path) talk to. This module gives gemg
   with a text action (``action_field``) and a text observation (``observation_field``); so
   gemgym's vector envs, token rollouts and ``gemgym eval`` can play remote envs.
 
-    gemgym serve game:Wordle-v0 --port 8000                      # terminal 1
+    gemgym serve game:Wordle-v0-easy --port 8000                      # terminal 1
     env = OpenEnvEnv("http://127.0.0.1:8000")                     # anywhere
     obs, info = env.reset(seed=3)
 
@@ -156,9 +156,29 @@ def create_app(env_id: str, *, max_concurrent_envs: int = 64, **make_kwargs: Any
     def factory() -> GemgymEnvironment:
         return GemgymEnvironment(env_id, **make_kwargs)
 
-    return _create_fastapi_app(
+    app = _create_fastapi_app(
         factory, TextAction, GemgymObservation, max_concurrent_envs=max_concurrent_envs
     )
+    app.add_middleware(_QuietDisconnect)
+    return app
+
+
+class _QuietDisconnect:
+    """ASGI middleware: a WebSocket session whose client has already gone is over, not an
+    error (OpenEnv's server closes the socket again after its client's own close, which
+    uvicorn would log as "Exception in ASGI application" for every session)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            if scope.get("type") != "websocket":
+                raise
 
 
 def serve(
