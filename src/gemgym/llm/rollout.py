@@ -10,7 +10,7 @@ the backend batches whatever is in flight. Each episode comes back as a
 
 >>> # doctest: +SKIP
 >>> backend = TransformersBackend("Qwen/Qwen2.5-0.5B-Instruct")
->>> eps = rollout_tokens("game:GuessTheNumber-v0", backend, episodes=64, batch_size=16,
+>>> eps = rollout_tokens("game:GuessTheNumber-v0-easy", backend, episodes=64, batch_size=16,
 ...                      sampling=SamplingParams(temperature=1.0, max_tokens=256), seed=0)
 
 What ends an episode (:attr:`TokenEpisode.finish_reason`):
