@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,12 +22,6 @@ from pathlib import Path
 import gemgym
 
 ENV = "game:GuessTheNumber-v0-hard"
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _actions(n: int) -> list[str]:
@@ -68,36 +60,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="server processes (gemgym serve)")
     args = ap.parse_args()
     from gemgym.integrations.openenv import OpenEnvEnv
+    from gemgym.llm.testing import serve_process
 
-    port = _port()
+    def command(port: int) -> list[str]:
+        serve = ["serve", ENV, "--port", str(port), "--workers", str(args.workers)]
+        return [sys.executable, "-m", "gemgym", *serve]
+
     src = str(Path(__file__).resolve().parents[1] / "src")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gemgym",
-            "serve",
-            ENV,
-            "--port",
-            str(port),
-            "--workers",
-            str(args.workers),
-        ],
-        env={**os.environ, "PYTHONPATH": src},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("gemgym serve did not start") from None
-                time.sleep(0.1)
+    with serve_process(command, env={"PYTHONPATH": src}) as url:  # answers /health
         actions = _actions(args.steps)
         local = _play(gemgym.make(ENV), actions)
         remote_env = OpenEnvEnv(url)
@@ -106,9 +76,6 @@ def main() -> None:
         rounds = max(1, args.steps // args.sessions)
         vec_local = _play_vector(lambda: gemgym.make(ENV), args.sessions, rounds)
         vec_remote = _play_vector(lambda: OpenEnvEnv(url), args.sessions, rounds)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"{ENV}, {args.steps} steps, {args.workers} server process(es); load average {load}")
     print(f"{'':28}{'in process':>14}{'OpenEnv server':>16}{'ratio':>8}")

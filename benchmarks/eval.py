@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,25 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.cli import main
+from gemgym.testing import free_port, wait_for_port
 
 ENV = "game:GuessTheNumber-v0-easy"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(port: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the scripted server did not start")
 
 
 def _run(out: Path, args: list[str]) -> tuple[float, Any]:
@@ -72,14 +55,14 @@ def main_() -> None:
     p.add_argument("--tasks", type=int, default=4000)
     p.add_argument("--concurrency", type=int, default=64)
     a = p.parse_args()
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "gemgym.evaluation.scripted_server", "--port", str(port),
          "--reply", "\\boxed{5}"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        _wait(port)
+        wait_for_port(port, process=server, timeout_s=20, what="the scripted server")
         with tempfile.TemporaryDirectory() as tmp:
             common = ["--tasks", str(a.tasks), "--concurrency", str(a.concurrency)]
             wall_o, summary_o = _run(Path(tmp) / "oracle", ["--agent", "oracle", *common])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,14 @@ from typing import Any
 from gemgym.core import Env, MultimodalObservation
 from gemgym.errors import ConfigError, GemGymError
 
-__all__ = ["CountingEnv", "EnvCheckError", "FaultyEnv", "check_env"]
+__all__ = [
+    "CountingEnv",
+    "EnvCheckError",
+    "FaultyEnv",
+    "check_env",
+    "free_port",
+    "wait_for_port",
+]
 
 
 class EnvCheckError(GemGymError, AssertionError):
@@ -231,3 +239,34 @@ class FaultyEnv(CountingEnv):
         if action == "raise":
             raise ValueError("FaultyEnv was asked to raise")
         return self._advance()
+
+
+# -- servers started by tests and benchmarks ------------------------------------------------------
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(
+    port: int, *, process: Any = None, timeout_s: float = 60.0, what: str = "the server"
+) -> None:
+    """Return once 127.0.0.1:``port`` accepts connections.
+
+    Raises :class:`~gemgym.errors.ConfigError` when ``process`` (a ``subprocess.Popen``) exits
+    first or ``timeout_s`` seconds pass; ``what`` names the server in the message.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if process is not None and process.poll() is not None:
+                raise ConfigError(f"{what} exited with {process.returncode}") from None
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"{what} did not listen on port {port} in {timeout_s:g} s"
+                ) from None
+            time.sleep(0.05)

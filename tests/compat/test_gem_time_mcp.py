@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from gemgym.compat.gem.tools.mcp_server.time_mcp import (
     _parse_dt,
     app,
 )
+from gemgym.testing import free_port, wait_for_port
 
 
 def _run(name: str, **arguments: object) -> str:
@@ -52,22 +52,13 @@ def test_tools_answer_as_gems_server() -> None:
 def test_the_server_runs_through_the_switch_and_the_layers_mcp_tool_calls_it() -> None:
     from gemgym.compat.gem.tools.mcp_tool import MCPTool
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cmd = [sys.executable, "-m", "gemgym.compat.gem", "-m", "gem.tools.mcp_server.time_mcp"]
     with subprocess.Popen(
         [*cmd, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ) as proc:
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline and proc.poll() is None
-                    time.sleep(0.1)
+            wait_for_port(port, process=proc, what="GEM's time MCP server")
             tool = MCPTool.from_url(f"http://127.0.0.1:{port}/time-mcp", validate_on_init=False)
             try:
                 action = (

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +16,7 @@ from gemgym.compat.gem.tools.base_tool import BaseTool
 from gemgym.compat.gem.tools.search_tool import SearchTool
 from gemgym.compat.gem.tools.tool_env_wrapper import ToolEnvWrapper
 from gemgym.sandbox.bwrap import bwrap_available
+from gemgym.testing import free_port, wait_for_port
 
 
 class EchoTool(BaseTool):
@@ -132,24 +131,13 @@ def test_search_tool_needs_no_url_until_it_searches(monkeypatch: pytest.MonkeyPa
 @pytest.fixture(scope="module")
 def retriever_url() -> Iterator[str]:
     """``gemgym serve-retriever --sample`` on a free loopback port, as a subprocess."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cmd = [sys.executable, "-m", "gemgym", "serve-retriever", "--sample", "--quiet"]
     with subprocess.Popen(
-        [*cmd, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [*cmd, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ) as proc:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    proc.kill()
-                    pytest.fail(f"serve-retriever did not start: {proc.stderr}")
-                time.sleep(0.1)
         try:
+            wait_for_port(port, process=proc, what="serve-retriever")
             yield f"http://127.0.0.1:{port}/retrieve"
         finally:
             proc.terminate()

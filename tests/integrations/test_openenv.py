@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,31 +31,22 @@ from gemgym.integrations.openenv import (  # noqa: E402
     create_app,
 )
 from gemgym.prompting import model_view  # noqa: E402
-from gemgym.testing import check_env  # noqa: E402
+from gemgym.testing import check_env, free_port, wait_for_port  # noqa: E402
 
 GUESS = "game:GuessTheNumber-v0-easy"
 GUESSES = ["\\boxed{5}", "\\boxed{7}", "\\boxed{3}", "\\boxed{9}", "\\boxed{1}"]
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(env_id: str, **kwargs: Any) -> Iterator[str]:
-    port = _port()
+    port = free_port()
     config = uvicorn.Config(
         create_app(env_id, **kwargs), host="127.0.0.1", port=port, log_level="critical"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
     try:
+        wait_for_port(port, timeout_s=30, what="the uvicorn server")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
@@ -101,7 +90,8 @@ def test_a_served_env_plays_the_episode_it_plays_in_process(guess_url: str) -> N
         assert remote == _local(GUESS, seed, GUESSES)
     # the turn limit is a truncation on both sides; a format error terminates
     assert remote[-1][3] or remote[-1][2]
-    obs, reward, term, trunc, info = (env.reset(seed=1), *env.step("no guess here"))[1:]
+    env.reset(seed=1)
+    _, reward, term, trunc, info = env.step("no guess here")
     assert term and not trunc and reward < 0 and info["format_error"]
     with pytest.raises(ResetNeeded):
         env.step("\\boxed{2}")
@@ -178,7 +168,7 @@ def test_unknown_ids_and_bad_arguments_are_reported() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_gemgym_serve_runs_a_server(workers: int) -> None:
-    port = _port()
+    port = free_port()
     src = str(Path(__file__).parents[2] / "src")
     proc = subprocess.Popen(
         [
@@ -200,16 +190,7 @@ def test_gemgym_serve_runs_a_server(workers: int) -> None:
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "gemgym serve did not come up"
-            time.sleep(0.1)
+        wait_for_port(port, process=proc, what="gemgym serve")
         envs = [OpenEnvEnv(url) for _ in range(4)]  # sessions spread over the workers
         for seed, env in enumerate(envs):
             assert _remote(env, seed, ["\\boxed{crane}"]) == _local(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from gemgym.llm.servers import (
     VLLMBackend,
     transformers_serve_backend,
 )
+from gemgym.testing import free_port
 
 EOS = 2
 CONTEXT = 64
@@ -197,12 +197,6 @@ def server() -> Iterator[ScriptedServer]:
     s = ScriptedServer()
     yield s
     s.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 FAST = RetryPolicy(max_retries=2, backoff_s=0.01, max_backoff_s=0.05)

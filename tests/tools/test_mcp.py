@@ -7,7 +7,6 @@ import contextlib
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -21,18 +20,13 @@ import pytest
 pytest.importorskip("mcp")
 
 from gemgym.errors import ClosedError, ConfigError, ToolError
+from gemgym.testing import free_port, wait_for_port
 from gemgym.tools.base import ToolCall, ToolResult
 from gemgym.tools.mcp import MCPServerConfig, MCPTool, parse_tool_call
 from gemgym.tools.mcp_servers.example import evaluate
 
 EXAMPLE = [sys.executable, "-m", "gemgym.tools.mcp_servers.example"]
 EXAMPLE_TOOLS = ["add_note", "calculate", "list_notes", "now", "read_note", "sleep"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _call(tool: MCPTool, name: str, **arguments: Any) -> ToolResult:
@@ -64,17 +58,8 @@ def _http_server(port: int) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as proc:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    proc.kill()
-                    pytest.fail("the example MCP server did not start over HTTP")
-                time.sleep(0.1)
         try:
+            wait_for_port(port, process=proc, what="the example MCP server (HTTP)")
             yield f"http://127.0.0.1:{port}/mcp"
         finally:
             proc.terminate()
@@ -83,7 +68,7 @@ def _http_server(port: int) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    with _http_server(_free_port()) as url:
+    with _http_server(free_port()) as url:
         yield url
 
 
@@ -199,7 +184,7 @@ def test_a_server_that_fails_to_start_is_a_tool_error_with_its_stderr() -> None:
 
 def test_an_unreachable_url_is_a_tool_error() -> None:
     with pytest.raises(ToolError, match="cannot connect to MCP server 'default'"):
-        MCPTool.from_url(f"http://127.0.0.1:{_free_port()}/mcp", connect_timeout=5)
+        MCPTool.from_url(f"http://127.0.0.1:{free_port()}/mcp", connect_timeout=5)
 
 
 # -- stdio ----------------------------------------------------------------------------------------
@@ -392,7 +377,7 @@ def test_streamable_http_server(http_url: str, headers: dict[str, str] | None) -
 
 
 def test_http_server_down_then_back() -> None:
-    port = _free_port()
+    port = free_port()
     with _http_server(port) as url:
         tool = MCPTool.from_url(url, retries=1, retry_delay=0.0, connect_timeout=10)
         assert _call(tool, "calculate", expression="1 + 1").ok

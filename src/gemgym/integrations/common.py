@@ -42,6 +42,7 @@ __all__ = [
     "TextEpisode",
     "completion_view",
     "env_factory",
+    "env_names",
     "named_envs",
     "observation_text",
     "preset_envs",
@@ -109,10 +110,15 @@ def env_factory(name: str) -> EnvFactory:
     return _preset(name) if name in PRESETS else _factory(name)
 
 
+def env_names(spec: str) -> list[str]:
+    """The names in comma-separated ``spec`` (presets or env ids), blanks dropped."""
+    return [n.strip() for n in spec.split(",") if n.strip()]
+
+
 def named_envs(spec: str) -> dict[str, EnvFactory]:
     """``{name: factory}`` for comma-separated :data:`PRESETS` names or registered env ids
     (``"guess,game:Sudoku-v0-easy"`` mixes two), the form command lines and config files use."""
-    names = [n.strip() for n in spec.split(",") if n.strip()]
+    names = env_names(spec)
     if not names:
         raise ConfigError(f"no envs in {spec!r}: name presets {list(PRESETS)} or env ids")
     return {name: env_factory(name) for name in names}

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from gemgym.errors import ConfigError, DependencyNotInstalled, missing_dependency
-from gemgym.integrations.common import EnvFactory, named_envs
+from gemgym.integrations.common import EnvFactory, env_names, named_envs
 
 try:
     import numpy as np
@@ -66,7 +66,6 @@ __all__ = [
     "GemgymOatActor",
     "GemgymOatArgs",
     "GemgymOatLearner",
-    "env_names",
     "episode_metrics",
     "oat_transitions",
 ]
@@ -155,11 +154,6 @@ def episode_metrics(episodes: Sequence[TokenEpisode], prefix: str) -> dict[str, 
         else (0.0, 0.0, 0.0)
     )
     return {prefix + m: v for m, v in zip(METRICS, (*values, float(n)), strict=True)}
-
-
-def env_names(spec: str) -> list[str]:
-    """The names of comma-separated presets or env ids (what the metrics are keyed by)."""
-    return [n.strip() for n in spec.split(",") if n.strip()]
 
 
 class GemgymOatActor(PPOMultiTurnActor):  # type: ignore[misc]

@@ -203,9 +203,9 @@ def serve(
 
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
-    create_app(env_id, max_concurrent_envs=max_concurrent_envs, **make_kwargs)  # fail here
+    # built here also with workers: a bad id, kwarg or setting fails before any worker starts
+    app = create_app(env_id, max_concurrent_envs=max_concurrent_envs, **make_kwargs)
     if workers == 1:
-        app = create_app(env_id, max_concurrent_envs=max_concurrent_envs, **make_kwargs)
         uvicorn.run(app, host=host, port=port, log_level=log_level)
         return
     # each worker process builds its own app from these variables

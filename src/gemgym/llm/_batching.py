@@ -3,6 +3,8 @@
 Backends whose engine takes a whole batch in one blocking call (a Hugging Face model, an
 in-process vLLM ``LLM``) put each request in a :class:`BatchQueue`; one task of the event loop
 runs the batches, each in a worker thread, so the loop keeps stepping envs meanwhile.
+:class:`BatchedBackend` is what such backends share: name, capabilities, the request checks
+and closing.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gemgym.errors import BackendError, ConfigError
-from gemgym.llm.backend import Generation, GenerationRequest
+from gemgym.llm.backend import BackendCapabilities, Generation, GenerationRequest
 
-__all__ = ["BatchQueue"]
+__all__ = ["BatchQueue", "BatchedBackend"]
 
 RunBatch = Callable[[Sequence[GenerationRequest]], list[Generation]]
 """Generates one batch (blocking; called in a worker thread): one generation per request."""
@@ -34,12 +36,11 @@ class BatchQueue:
     A batch that raises fails its own requests (``finish_reason="error"``), not the queue.
     """
 
-    def __init__(self, run_batch: RunBatch, max_batch_size: int, owner: str) -> None:
+    def __init__(self, run_batch: RunBatch, max_batch_size: int) -> None:
         if max_batch_size < 1:
             raise ConfigError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self._run_batch = run_batch
         self.max_batch_size = max_batch_size
-        self._owner = owner
         self._pending: list[_Pending] = []
         self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -48,7 +49,7 @@ class BatchQueue:
     async def submit(self, request: GenerationRequest) -> Generation:
         """Queue one request; it joins the next batch. Its latency is set on the result."""
         if self.closed:
-            raise BackendError(f"this {self._owner} is closed")
+            raise BackendError("the backend is closed")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Generation] = loop.create_future()
         self._pending.append(_Pending(request, fut))
@@ -90,3 +91,46 @@ class BatchQueue:
             self._wake.set()
         if self._worker is not None:
             await asyncio.gather(self._worker, return_exceptions=True)
+
+
+class BatchedBackend:
+    """The shared part of the in-process backends: a subclass sets ``_name`` and ``_queue``
+    and generates with :meth:`_submit`."""
+
+    _name: str
+    _queue: BatchQueue
+
+    @property
+    def name(self) -> str:
+        """The model's name."""
+        return self._name
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        """Token ids in and out, log-probs, seeds; no images."""
+        return BackendCapabilities(token_ids=True, logprobs=True, images=False, seeds=True)
+
+    async def _submit(self, request: GenerationRequest, max_len: int | None) -> Generation:
+        """Check ``request`` and queue it. A prompt of ``max_len`` tokens or more gets no
+        tokens and ``finish_reason="length"`` (the rollout ends the episode as truncated by the
+        context) instead of failing its batch."""
+        owner = type(self).__name__
+        if self._queue.closed:
+            raise BackendError(f"this {owner} is closed")
+        if request.images:
+            raise BackendError(
+                f"{owner} is text-only; serve a vision model with vLLM or SGLang and use a "
+                "server backend for image observations"
+            )
+        if request.prompt_ids is None:
+            raise BackendError(f"{owner} needs prompt_ids")
+        n = len(request.prompt_ids)
+        if n == 0:
+            raise BackendError("empty prompt")
+        if max_len is not None and n >= max_len:
+            return Generation([], [], "", "length", prompt_tokens=n)
+        return await self._queue.submit(request)
+
+    async def aclose(self) -> None:
+        """Stop the batching task; pending requests fail (the model itself is left as is)."""
+        await self._queue.aclose()

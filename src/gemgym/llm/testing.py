@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gemgym.errors import ConfigError, missing_dependency
+from gemgym.testing import free_port
 
 __all__ = [
     "TEMPLATE_FAMILIES",
@@ -262,9 +262,7 @@ def serve_process(
     variables (``HF_HUB_OFFLINE=1`` is always set). Raises :class:`~gemgym.errors.ConfigError`
     when the server exits or does not answer within ``timeout_s`` seconds.
     """
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     with open(log or os.devnull, "wb") as out:  # the child keeps its own descriptor
         proc = subprocess.Popen(
             command(port),

@@ -21,10 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gemgym.errors import BackendError, ConfigError, missing_dependency
-from gemgym.llm._batching import BatchQueue
+from gemgym.errors import ConfigError, missing_dependency
+from gemgym.llm._batching import BatchedBackend, BatchQueue
 from gemgym.llm.backend import (
-    BackendCapabilities,
     FinishReason,
     Generation,
     GenerationRequest,
@@ -33,7 +32,7 @@ from gemgym.llm.backend import (
 __all__ = ["TransformersBackend"]
 
 
-class TransformersBackend:
+class TransformersBackend(BatchedBackend):
     """Sample from a local ``transformers`` causal LM (see the module docstring).
 
     Args:
@@ -103,44 +102,16 @@ class TransformersBackend:
         params = inspect.signature(forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self.max_positions = int(getattr(self.model.config, "max_position_embeddings", 1 << 30))
-        self._queue = BatchQueue(self._generate_batch, max_batch_size, "TransformersBackend")
+        self._queue = BatchQueue(self._generate_batch, max_batch_size)
         self._lock = threading.Lock()
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(0)
         self.model_seconds = 0.0
         """Seconds spent in batches (forward passes and sampling), for benchmarks."""
 
-    @property
-    def name(self) -> str:
-        """The model's name."""
-        return self._name
-
-    @property
-    def capabilities(self) -> BackendCapabilities:
-        """Token ids in and out, log-probs, seeds; no images."""
-        return BackendCapabilities(token_ids=True, logprobs=True, images=False, seeds=True)
-
     async def generate(self, request: GenerationRequest) -> Generation:
         """Queue one request; it joins the next batch."""
-        if self._queue.closed:
-            raise BackendError("this TransformersBackend is closed")
-        if request.images:
-            raise BackendError(
-                "TransformersBackend is text-only; serve a vision model with vLLM or SGLang "
-                "and use a server backend for image observations"
-            )
-        if request.prompt_ids is None:
-            raise BackendError("TransformersBackend needs prompt_ids")
-        n = len(request.prompt_ids)
-        if n == 0:
-            raise BackendError("empty prompt")
-        if n >= self.max_positions:
-            return Generation([], [], "", "length", prompt_tokens=n)
-        return await self._queue.submit(request)
-
-    async def aclose(self) -> None:
-        """Stop the batching task; pending requests fail."""
-        await self._queue.aclose()
+        return await self._submit(request, self.max_positions)
 
     # -- the batch, in a worker thread ---------------------------------------------------------
     def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:

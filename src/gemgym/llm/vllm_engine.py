@@ -21,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gemgym.errors import BackendError, DependencyNotInstalled
-from gemgym.llm._batching import BatchQueue
+from gemgym.errors import DependencyNotInstalled
+from gemgym.llm._batching import BatchedBackend, BatchQueue
 from gemgym.llm.backend import (
-    BackendCapabilities,
     FinishReason,
     Generation,
     GenerationRequest,
@@ -36,7 +35,7 @@ __all__ = ["VLLMEngineBackend"]
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
 
 
-class VLLMEngineBackend:
+class VLLMEngineBackend(BatchedBackend):
     """Sample from an in-process ``vllm.LLM`` (see the module docstring).
 
     Args:
@@ -74,34 +73,11 @@ class VLLMEngineBackend:
         self._name = name or str(getattr(config, "model", "") or "vllm")
         self.lora_request = lora_request
         self.sampling_extra = dict(sampling_extra or {})
-        self._queue = BatchQueue(self._generate_batch, max_batch_size, "VLLMEngineBackend")
-
-    @property
-    def name(self) -> str:
-        """The model's name."""
-        return self._name
-
-    @property
-    def capabilities(self) -> BackendCapabilities:
-        """Token ids in and out, log-probs, seeds; no images."""
-        return BackendCapabilities(token_ids=True, logprobs=True, images=False, seeds=True)
+        self._queue = BatchQueue(self._generate_batch, max_batch_size)
 
     async def generate(self, request: GenerationRequest) -> Generation:
         """Queue one request; it joins the next ``LLM.generate`` call."""
-        if request.images:
-            raise BackendError(
-                "VLLMEngineBackend is text-only; use a server backend for image observations"
-            )
-        if not request.prompt_ids:
-            raise BackendError("VLLMEngineBackend needs prompt_ids")
-        n = len(request.prompt_ids)
-        if self.max_model_len is not None and n >= self.max_model_len:
-            return Generation([], [], "", "length", prompt_tokens=n)
-        return await self._queue.submit(request)
-
-    async def aclose(self) -> None:
-        """Stop the batching task (the engine itself stays up: it is the caller's)."""
-        await self._queue.aclose()
+        return await self._submit(request, self.max_model_len)
 
     def sampling_params(self, s: SamplingParams, prompt_tokens: int) -> Any:
         """vLLM's ``SamplingParams`` for gemgym's (``max_tokens`` cut to the room left)."""
