@@ -54,6 +54,7 @@ __all__ = [
     "RewardWrapper",
     "StepResult",
     "Wrapper",
+    "blocks_loop",
 ]
 
 ObsT = TypeVar("ObsT")
@@ -147,6 +148,12 @@ class Env(Generic[ObsT, ActT]):
 
     metadata: ClassVar[Mapping[str, Any]] = {}
     spec: EnvSpec | None = None
+    blocking_io: bool = False
+    """Whether ``step``/``reset`` wait on I/O or do heavy work (a sandbox, a grader, a server)
+    that this class's ``astep``/``areset`` do not move off the event loop. The episode engine
+    (:mod:`gemgym.episodes`) runs the sync methods of such an env (any layer of it, see
+    :func:`blocks_loop`) on its own bounded executor; an env whose ``astep``/``areset`` truly
+    await leaves it ``False``."""
 
     _rng: random.Random | None = None
     _np_random: np.random.Generator | None = None
@@ -187,6 +194,11 @@ class Env(Generic[ObsT, ActT]):
     ) -> tuple[ObsT, dict[str, Any]]:
         """Async :meth:`reset`. The default calls ``reset``."""
         return self.reset(seed=seed, options=options)
+
+    def warmup(self) -> None:
+        """Start now what the first step would start (grader worker pools, sandboxes), so that
+        no episode waits for it. Idempotent and cheap once done; the default does nothing. The
+        episode engine calls it (on its env executor) before the first episode."""
 
     def sample_random_action(self) -> ActT:
         """Return a random, well-formed action (one the env parses; not necessarily legal)."""
@@ -379,6 +391,10 @@ class Wrapper(Env[WObsT, WActT], Generic[WObsT, WActT, ObsT, ActT]):
         obs, info = await self.env.areset(seed=seed, options=options)
         return self.after_reset(obs, info)
 
+    def warmup(self) -> None:
+        """Forward to the inner env."""
+        self.env.warmup()
+
     def sample_random_action(self) -> WActT:
         """Forward to the inner env."""
         return cast("WActT", self.env.sample_random_action())
@@ -493,3 +509,15 @@ class RewardWrapper(Wrapper[ObsT, ActT, ObsT, ActT]):
     def after_step(self, action: ActT, result: StepResult[ObsT]) -> StepResult[ObsT]:
         obs, reward, terminated, truncated, info = result
         return obs, self.reward(reward), terminated, truncated, info
+
+
+def blocks_loop(env: Env[Any, Any]) -> bool:
+    """Whether any layer of ``env`` declares :attr:`Env.blocking_io` (its ``astep``/``areset``
+    would hold an event loop while it waits)."""
+    layer: Env[Any, Any] = env
+    while True:
+        if layer.blocking_io:
+            return True
+        if not isinstance(layer, Wrapper):
+            return False
+        layer = layer.env

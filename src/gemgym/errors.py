@@ -19,7 +19,8 @@ against upstream GEM (which raised plain ``ValueError`` and ``ImportError``) kee
     │   └── SandboxUnavailableError   no isolating backend on this machine; says what to install
     ├── ToolError                     a tool could not be set up (bad server, bad config)
     ├── VectorEnvError                a vector env was misused or lost a worker beyond recovery
-    ├── AgentError                    an agent could not produce actions (e.g. LLM server unreachable)
+    ├── AgentError                    an agent could not produce actions for a turn
+    │   └── ModelUnavailableError     the model cannot be reached at all; the run stops
     └── BackendError                  an inference backend failed a request (server down, HTTP error,
                                       timeout, a model that cannot take the input)
 
@@ -42,6 +43,7 @@ __all__ = [
     "EnvNotFoundError",
     "GemGymError",
     "InvalidEnvIdError",
+    "ModelUnavailableError",
     "RegistryError",
     "ResetNeeded",
     "SandboxError",
@@ -116,6 +118,12 @@ class VectorEnvError(GemGymError):
 
 class AgentError(GemGymError):
     """An agent could not produce actions (for example, its LLM server is unreachable)."""
+
+
+class ModelUnavailableError(AgentError):
+    """The model cannot be reached at all (server unreachable, credentials refused, unknown
+    model): no episode can play, so the episode engine stops the run instead of failing every
+    episode one by one."""
 
 
 class BackendError(GemGymError):

@@ -327,14 +327,34 @@ def test_transitions_of_a_recorded_episode() -> None:
     from gemgym.llm.record import TokenTurn
 
     ep = TokenEpisode(
-        "env", 0, 1, "m", [1, 2, 3], prompt_messages=[{"role": "user", "content": "hi"}]
+        "env",
+        0,
+        1,
+        "hi",
+        model="m",
+        prompt_ids=[1, 2, 3],
+        prompt_messages=[{"role": "user", "content": "hi"}],
     )
     ep.turns = [
         TokenTurn(
-            [4, 5], [-0.1, -0.2], "stop", "a", reward=0.5, next_ids=[6], next_observation="o"
+            "hi",
+            "a",
+            0.5,
+            action_ids=[4, 5],
+            logprobs=[-0.1, -0.2],
+            finish_reason="stop",
+            next_ids=[6],
+            next_observation="o",
         ),
         TokenTurn(
-            [7], [-0.3], "length", "b", reward=1.0, terminated=True, info={"format_error": True}
+            "o",
+            "b",
+            1.0,
+            True,
+            info={"format_error": True},
+            action_ids=[7],
+            logprobs=[-0.3],
+            finish_reason="length",
         ),
     ]
     ep.finish_reason = "env_end"

@@ -16,17 +16,19 @@ def _episode() -> TokenEpisode:
         "game:X",
         3,
         7,
-        "m",
-        [1, 2, 3],
+        "start",
+        model="m",
+        prompt_ids=[1, 2, 3],
         prompt_messages=[{"role": "user", "content": "start"}],
         group=1,
     )
     ep.turns.append(
         TokenTurn(
-            [10, 11],
-            [-0.5, -0.25],
-            "stop",
+            "start",
             "call",
+            action_ids=[10, 11],
+            logprobs=[-0.5, -0.25],
+            finish_reason="stop",
             reward=0.1,
             next_ids=[4, 5],
             next_observation="tool says 4",
@@ -36,10 +38,10 @@ def _episode() -> TokenEpisode:
     )
     ep.turns.append(
         TokenTurn(
-            [12],
-            None,
-            "length",
+            "tool says 4",
             "4",
+            action_ids=[12],
+            finish_reason="length",
             reward=1.0,
             terminated=True,
             next_ids=[6],
@@ -70,7 +72,9 @@ def test_views_line_up_with_the_ids() -> None:
 
 def test_jsonl_round_trip_keeps_errors_and_flags(tmp_path: Path) -> None:
     ep = _episode()
-    failed = TokenEpisode("game:X", 4, None, "m", [1], finish_reason="error", error="HTTP 500")
+    failed = TokenEpisode(
+        "game:X", 4, None, model="m", prompt_ids=[1], finish_reason="error", error="HTTP 500"
+    )
     path = tmp_path / "e.jsonl"
     assert write_token_jsonl([ep, failed], path) == 2
     back = list(read_token_jsonl(path))

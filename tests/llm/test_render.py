@@ -143,14 +143,18 @@ def test_tool_outputs_render_as_tool_messages(
 def _episode(tok: Any, r: ChatRenderer, actions: list[str]) -> TokenEpisode:
     """An episode whose actions are the tokenizer's own encoding of ``actions``."""
     prompt, msgs = r.prompt("Guess a number.")
-    ep = TokenEpisode("test", 0, 0, "m", prompt, prompt_messages=msgs)
+    ep = TokenEpisode("test", 0, 0, model="m", prompt_ids=prompt, prompt_messages=msgs)
     for i, a in enumerate(actions):
         ids = [*_encode(tok, a), tok.eos_token_id]
         last = i == len(actions) - 1
         obs = None if last else f"Feedback {i}."
         ep.turns.append(
             TokenTurn(
-                ids, None, "stop", a, next_ids=r.continuation(ids, obs), next_observation=obs or ""
+                action=a,
+                action_ids=ids,
+                finish_reason="stop",
+                next_ids=r.continuation(ids, obs),
+                next_observation=obs or "",
             )
         )
     return ep

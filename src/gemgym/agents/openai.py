@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gemgym.agents.base import BaseAgent
 from gemgym.core import MultimodalObservation
-from gemgym.errors import AgentError, ConfigError, missing_dependency
+from gemgym.errors import AgentError, ConfigError, ModelUnavailableError, missing_dependency
 
 if TYPE_CHECKING:
     from gemgym.vector import VectorEnv
@@ -113,12 +113,15 @@ class OpenAIAgent(BaseAgent):
                 "hung: raise --timeout, or lower the batch size"
             ) from e
         except self._openai.APIConnectionError as e:
-            raise AgentError(
+            raise ModelUnavailableError(
                 f"cannot reach the LLM server at {self.base_url or 'the OpenAI API'}: {e}. "
                 "Is it running, and is --base-url right?"
             ) from e
         except self._openai.APIStatusError as e:
-            raise AgentError(f"the LLM server answered {e.status_code}: {e.message}") from e
+            msg = f"the LLM server answered {e.status_code}: {e.message}"
+            if e.status_code in (401, 403, 404):  # credentials or model name: no turn can work
+                raise ModelUnavailableError(msg) from e
+            raise AgentError(msg) from e
         choice = resp.choices[0].message.content if resp.choices else None
         return choice or ""
 

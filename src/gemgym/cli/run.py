@@ -130,10 +130,11 @@ def run(args: argparse.Namespace) -> int:
             close()
     stats = summarize(episodes)
     table = Table(title=f"{args.agent} agent on {args.env_id}")
-    for col in ("episodes", "mean return", "success rate", "mean turns"):
+    for col in ("episodes", "errors", "mean return", "success rate", "mean turns"):
         table.add_column(col, justify="right")
     table.add_row(
         str(stats["episodes"]),
+        str(stats["errors"]),
         f"{stats['mean_return']:.3f}",
         f"{stats['success_rate']:.1%}",
         f"{stats['mean_turns']:.2f}",
@@ -141,4 +142,14 @@ def run(args: argparse.Namespace) -> int:
     Console(file=sys.stdout).print(table)
     if args.out:
         console.print(f"wrote {len(episodes)} episodes to {args.out}", markup=False)
+    failed = [e for e in episodes if e.failed]
+    if failed:  # scored as failures above; the command still says the run is not clean
+        first = failed[0]
+        console.print(
+            f"error: {len(failed)} of {len(episodes)} episodes failed (counted as unsuccessful); "
+            f"the first, episode {first.index}, at {first.error_stage}: {first.error}",
+            markup=False,
+            soft_wrap=True,
+        )
+        return 2
     return 0

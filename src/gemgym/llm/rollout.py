@@ -1,35 +1,40 @@
-"""The token-level rollout engine: many episodes in flight, each turn sent as soon as it can be.
+"""Token-level rollouts: the episode engine with a backend policy and a token recorder.
 
-:func:`arollout_tokens` plays ``episodes`` episodes of an env on a
-:class:`~gemgym.vector.VectorEnv` (one asyncio task per env slot) with any
-:class:`~gemgym.llm.backend.Backend`. Every turn of every episode is a separate request: an
-episode whose env step returns sends its next turn at once, without waiting for the others, and
-the backend batches whatever is in flight. Each episode comes back as a
-:class:`~gemgym.llm.record.TokenEpisode` rendered by a :class:`~gemgym.llm.render.ChatRenderer`
-(sampled ids verbatim, observations rendered by the chat template).
+:func:`arollout_tokens` plays ``episodes`` episodes of an env with any
+:class:`~gemgym.llm.backend.Backend` on the episode engine (:class:`gemgym.episodes.Engine`):
+every turn of every episode is a separate request, sent as soon as the episode's env step
+returns, and the backend batches whatever is in flight. Each episode comes back as a
+:class:`~gemgym.llm.record.TokenEpisode` (the engine's one record, with tokens) rendered by a
+:class:`~gemgym.llm.render.ChatRenderer` (sampled ids verbatim, observations rendered by the
+chat template).
 
 >>> # doctest: +SKIP
 >>> backend = TransformersBackend("Qwen/Qwen2.5-0.5B-Instruct")
 >>> eps = rollout_tokens("game:GuessTheNumber-v0-easy", backend, episodes=64, batch_size=16,
 ...                      sampling=SamplingParams(temperature=1.0, max_tokens=256), seed=0)
 
-What ends an episode (:attr:`TokenEpisode.finish_reason`):
+What ends an episode (:attr:`TokenEpisode.finish_reason`, see :mod:`gemgym.episodes.outcomes`):
 
 * the env terminates it (``"env_end"``) or truncates it (``"truncation"``, ``truncation="env"``);
 * ``max_turns`` turns were played (``"truncation"``, ``"max_turns"``);
 * the next prompt has no room left in ``sampling.max_context`` (or the backend says the prompt
   is longer than the model's context): ``"truncation"``, ``"context"``; the last turn's
-  ``next_ids`` then hold only the turn end (the observation that did not fit is kept as text);
-* its request fails (the backend raises or answers ``finish_reason="error"``, or it takes longer
-  than ``request_timeout``), or its env step raises: ``"error"`` with the message. The other
-  episodes go on.
+  ``next_ids`` then hold only the turn end. A first prompt that does not fit at all:
+  ``"truncation"``, ``"prompt"``, with no sampled token and the prompt cut to the context. No
+  record is ever longer than ``max_context``;
+* its reset, request, step, tool or grading fails (the backend raises or answers
+  ``finish_reason="error"``, or takes longer than ``request_timeout``; the env raises):
+  ``"error"`` with the stage and the message. The other episodes go on.
 
-Observations are what :func:`gemgym.prompting.model_view` shows (the observation and the board
-in ``info["suffix"]``); after a tool call (``info["use_tool"]`` from
-:class:`~gemgym.wrappers.ToolEnvWrapper`) the next observation is rendered as a tool message.
-Image observations go to backends whose capabilities include images (as OpenAI content parts
-in ``messages``; the record's ids then hold the text only); with other backends the rollout
-stops with a :class:`~gemgym.errors.ConfigError` before any request is sent.
+Envs that block (sandboxes, graders, tools; :attr:`gemgym.Env.blocking_io`) step on the
+engine's own threads, so the event loop that feeds the model never waits for them.
+
+Observations are what :func:`gemgym.prompting.model_view` shows; after a tool call
+(``info["use_tool"]`` from :class:`~gemgym.wrappers.ToolEnvWrapper`) the next observation is
+rendered as a tool message. Image observations go to backends whose capabilities include images
+(as OpenAI content parts in ``messages``; the record's ids then hold the text only); with other
+backends the rollout stops with a :class:`~gemgym.errors.ConfigError` before any request is
+sent.
 """
 
 from __future__ import annotations
@@ -37,51 +42,34 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gemgym.core import Env, Image, MultimodalObservation
+from gemgym.episodes.engine import Engine, EngineStats, EnvSource, EpisodeSpec
+from gemgym.episodes.outcomes import episode_seed
+from gemgym.episodes.policy import Action, ActRequest
+from gemgym.episodes.record import Episode, ObservationRole, Turn
 from gemgym.errors import ConfigError
-from gemgym.experience import open_vector_env
-from gemgym.llm.backend import Backend, Generation, GenerationRequest, SamplingParams
-from gemgym.llm.record import ObservationRole, TokenEpisode, TokenTurn
+from gemgym.llm.backend import Backend, GenerationRequest, SamplingParams
 from gemgym.llm.render import ChatRenderer
-from gemgym.prompting import model_view
 
 if TYPE_CHECKING:
     from gemgym.vector import VectorEnv
 
-__all__ = ["RolloutStats", "arollout_tokens", "rollout_tokens"]
+__all__ = [
+    "BackendPolicy",
+    "RolloutStats",
+    "TokenRecorder",
+    "arollout_tokens",
+    "rollout_tokens",
+]
+
+RolloutStats = EngineStats
+"""Where a rollout's wall time went (:class:`gemgym.episodes.EngineStats`)."""
 
 
-@dataclass
-class RolloutStats:
-    """Where a rollout's wall time went (filled in by :func:`arollout_tokens`).
-
-    Attributes:
-        wall_s: the whole rollout.
-        env_s: time in env resets and steps (tools included), summed over episodes.
-        render_s: time rendering and tokenising observations, summed over episodes.
-        requests: requests sent; turns: turns played; episodes: episodes played.
-    """
-
-    wall_s: float = 0.0
-    env_s: float = 0.0
-    render_s: float = 0.0
-    requests: int = 0
-    turns: int = 0
-    episodes: int = 0
-
-
-def _turn_seed(base: int | None, episode: int, turn: int) -> int | None:
-    if base is None:
-        return None
-    return (base * 1_000_003 + episode * 10_007 + turn) % (2**63 - 1)
-
-
-def _view(observation: Any, info: dict[str, Any]) -> tuple[str, tuple[Image, ...], Any]:
+def _view(view: Any) -> tuple[str, tuple[Image, ...], Any]:
     """``(text, images, message content)`` of what the model is shown."""
-    view = model_view(observation, info)
     if isinstance(view, MultimodalObservation):
         return view.text, view.images, view.to_openai_content()
     if not isinstance(view, str):
@@ -90,6 +78,168 @@ def _view(observation: Any, info: dict[str, Any]) -> tuple[str, tuple[Image, ...
             "wrap chat-message envs so they return text"
         )
     return view, (), view
+
+
+class TokenRecorder:
+    """The engine's :class:`~gemgym.episodes.engine.Recorder` for chat models: renders each
+    episode with ``renderer`` into token ids and chat messages, within ``max_context``."""
+
+    def __init__(
+        self,
+        renderer: ChatRenderer,
+        *,
+        max_context: int | None = None,
+        images: bool = False,
+        model: str = "",
+        sampling: dict[str, Any] | None = None,
+    ) -> None:
+        self.renderer = renderer
+        self.max_context = max_context
+        self.images = images
+        self.model = model
+        self.sampling = dict(sampling or {})
+
+    def _check_images(self, images: tuple[Image, ...]) -> None:
+        if images and not self.images:
+            raise ConfigError(
+                f"this env shows images but the backend {self.model!r} does not take them; "
+                "serve a vision model behind a server backend that accepts images"
+            )
+
+    def begin(self, episode: Episode, view: Any, state: dict[str, Any]) -> None:
+        """Render the first prompt (a prompt that cannot fit ends the episode, flagged)."""
+        text, images, content = _view(view)
+        self._check_images(images)
+        ids, prompt_messages = self.renderer.prompt(text)
+        if images:
+            prompt_messages[-1] = {"role": "user", "content": content}
+        episode.model, episode.sampling = self.model, dict(self.sampling)
+        episode.prompt_messages = prompt_messages
+        state["messages"] = [dict(m) for m in prompt_messages]
+        state["images"] = images
+        if self.max_context is not None and len(ids) >= self.max_context:
+            episode.prompt_ids = list(ids[: self.max_context])  # no room for one token
+            episode.finish_reason, episode.truncation = "truncation", "prompt"
+            return
+        episode.prompt_ids = list(ids)
+        state["context"] = list(ids)
+
+    def prepare(self, request: ActRequest, state: dict[str, Any]) -> bool:
+        """Give the request its context, messages, images and room; ``False`` when full."""
+        context: list[int] = state["context"]
+        room = None if self.max_context is None else self.max_context - len(context)
+        if room is not None and room < 1:
+            return False
+        request.context_ids = context
+        request.max_tokens = room
+        request.messages = state["messages"]
+        request.images = state["images"]
+        return True
+
+    def record(
+        self,
+        episode: Episode,
+        turn: Turn,
+        action: Action,
+        next_view: Any | None,
+        role: ObservationRole,
+        state: dict[str, Any],
+    ) -> bool:
+        """Put the turn's sampled ids and the context after it in ``turn``."""
+        r = self.renderer
+        text = action.action if isinstance(action.action, str) else str(action.action)
+        if action.token_ids is None:  # a text-only backend: the ids are the text's
+            action_ids, logprobs, retok = r.encode(text), None, True
+        else:
+            action_ids, logprobs = list(action.token_ids), action.logprobs
+            retok = action.retokenized
+        next_text, next_images, next_content = (
+            ("", (), "") if next_view is None else _view(next_view)
+        )
+        self._check_images(next_images)
+        next_ids = r.continuation(action_ids, None if next_view is None else next_text, role)
+        context: list[int] = state["context"]
+        fits = True
+        if self.max_context is not None:
+            if len(context) + len(action_ids) + len(next_ids) > self.max_context:
+                fits = False
+                if next_view is not None:  # the observation does not fit: the turn end only
+                    next_ids = r.continuation(action_ids, None)
+            room = self.max_context - len(context)
+            if len(action_ids) > room:  # retokenised text can be longer than what was sampled
+                action_ids = action_ids[:room]
+                logprobs = None if logprobs is None else list(logprobs)[:room]
+            next_ids = next_ids[: room - len(action_ids)]
+        turn.action_ids = action_ids
+        turn.logprobs = None if logprobs is None else list(logprobs)
+        turn.finish_reason = action.finish_reason
+        turn.next_ids = next_ids
+        turn.next_role = role
+        turn.retokenized = retok
+        context += action_ids
+        context += next_ids
+        messages: list[dict[str, Any]] = state["messages"]
+        messages.append({"role": "assistant", "content": text})
+        if next_view is not None and fits:
+            messages.append(
+                {"role": r.tool_role if role == "tool" else "user", "content": next_content}
+            )
+            state["images"] = state["images"] + next_images
+        return fits
+
+    def overflow(self, episode: Episode, state: dict[str, Any]) -> None:
+        """The context is full: the last turn keeps only its turn end (within the context)."""
+        if not episode.turns:
+            return
+        last = episode.turns[-1]
+        before = len(episode.input_ids) - len(last.next_ids)
+        ids = self.renderer.continuation(last.action_ids, None)
+        if self.max_context is not None:
+            ids = ids[: max(0, self.max_context - before)]
+        last.next_ids = ids
+
+
+class BackendPolicy:
+    """A :class:`~gemgym.llm.backend.Backend` as an engine policy: one request per turn, with
+    the recorder's context ids and messages, ``max_tokens`` cut to the room left and the turn's
+    derived seed (when ``sampling.seed`` is set)."""
+
+    def __init__(self, backend: Backend, sampling: SamplingParams) -> None:
+        self.backend = backend
+        self.caps = backend.capabilities
+        self.sampling = sampling
+
+    async def act(self, request: ActRequest) -> Action:
+        """Generate the turn's reply."""
+        params = self.sampling
+        room = request.max_tokens
+        turn_params = params.replace(
+            max_tokens=params.max_tokens if room is None else min(params.max_tokens, room),
+            seed=request.seed if params.seed is not None else None,
+        )
+        images = request.images
+        gen_request = GenerationRequest(
+            prompt_ids=None
+            if images or request.context_ids is None
+            else tuple(request.context_ids),
+            messages=tuple(request.messages or ()),
+            sampling=turn_params,
+            images=images,
+            request_id=f"{request.episode.index}-{request.turn}",
+        )
+        t = time.perf_counter()
+        gen = await self.backend.generate(gen_request)
+        if gen.finish_reason == "error":
+            return Action(error=gen.error or "the backend reported an error")
+        sampled = bool(self.caps.token_ids) or gen.retokenized
+        return Action(
+            gen.text,
+            token_ids=list(gen.token_ids) if sampled else None,
+            logprobs=None if gen.logprobs is None or not sampled else list(gen.logprobs),
+            finish_reason=gen.finish_reason,
+            retokenized=gen.retokenized,
+            latency_s=gen.latency_s or time.perf_counter() - t,
+        )
 
 
 async def arollout_tokens(
@@ -107,12 +257,13 @@ async def arollout_tokens(
     tool_role: ObservationRole = "tool",
     chat_template_kwargs: dict[str, Any] | None = None,
     request_timeout: float | None = None,
-    on_episode: Callable[[TokenEpisode], None] | None = None,
-    stats: RolloutStats | None = None,
+    on_episode: Callable[[Episode], None] | None = None,
+    stats: EngineStats | None = None,
     vector_backend: str = "sync",
     **make_kwargs: Any,
-) -> list[TokenEpisode]:
-    """Play ``episodes`` episodes with ``backend``; returns them ordered by index.
+) -> list[Episode]:
+    """Play ``episodes`` episodes with ``backend``; returns them ordered by index (failed ones
+    included, with their stage: filter on :attr:`~gemgym.episodes.Episode.failed`).
 
     Args:
         env: an env id (made ``batch_size`` times with ``make_kwargs``), an env (copied with
@@ -123,17 +274,18 @@ async def arollout_tokens(
         episodes: how many episodes.
         seed: episode ``k`` is reset with ``seed + k // group_size``; ``None``: unseeded.
         group_size: episodes per initial state (their :attr:`TokenEpisode.group` is the same).
-        batch_size: envs (so episodes in flight) when ``env`` is an id or an env.
+        batch_size: episodes in flight when ``env`` is an id or an env.
         sampling: sampling settings (default :class:`SamplingParams`).
         system_prompt: a system message before the first observation.
-        max_turns: cut episodes after this many turns (truncation ``"max_turns"``).
+        max_turns: the turn cap (truncation ``"max_turns"``).
         tool_role: role of tool outputs in the chat template (``"tool"`` or ``"user"``).
         chat_template_kwargs: extra template variables (e.g. ``enable_thinking``).
         request_timeout: seconds a request may take before its episode ends as an error.
         on_episode: called with each episode as it ends.
         stats: filled with where the wall time went.
-        vector_backend: the vector env's backend when ``env`` is an id or an env (``"sync"``,
-            ``"thread"``, ``"process"``, ``"ray"``).
+        vector_backend: where the envs run when ``env`` is an id or an env: ``"sync"`` (in
+            this process: blocking envs step on the engine's threads), or a vector env of the
+            ``"thread"``, ``"process"`` or ``"ray"`` backend.
         make_kwargs: keyword arguments of ``gemgym.make`` (``wrappers=`` included).
     """
     if episodes < 0:
@@ -150,43 +302,61 @@ async def arollout_tokens(
         chat_template_kwargs=chat_template_kwargs,
     )
     params = sampling or SamplingParams()
-    st = stats if stats is not None else RolloutStats()
-    venv, _, owned = open_vector_env(
-        env, max(1, min(batch_size, episodes)), make_kwargs, backend=vector_backend
-    )
-    engine = _Engine(backend, renderer, params, max_turns, request_timeout, st)
-    results: list[TokenEpisode | None] = [None] * episodes
-    next_job = 0
+    from gemgym.vector import VectorEnv, make_vector_env
 
-    async def slot_worker(slot: int) -> None:
-        nonlocal next_job
-        handle = venv.handle(slot)
-        while next_job < episodes:
-            k = next_job
-            next_job += 1
-            group = k // group_size
-            ep_seed = None if seed is None else seed + group
-            ep = await engine.play(handle, venv.env_ids[slot], k, ep_seed, group)
-            results[k] = ep
-            st.episodes += 1
+    n = max(1, min(batch_size, episodes))
+    owned: VectorEnv | None = None
+    source: Any = env
+    if isinstance(env, VectorEnv):
+        n = env.num_envs
+    elif vector_backend != "sync":
+        kwargs = dict(make_kwargs)
+        opts: dict[str, Any] = {
+            "wrappers": kwargs.pop("wrappers", None),
+            "backend": vector_backend,
+            "autoreset_mode": "disabled",
+        }
+        if isinstance(env, str):
+            owned = make_vector_env([env] * n, [kwargs] * n, **opts)
+        else:
+            if kwargs:
+                raise ConfigError("make_kwargs are only used when env is an id")
+            owned = make_vector_env(env_fns=[env.spawn] * n, **opts)
+        source, make_kwargs = owned, {}
+    recorder = TokenRecorder(
+        renderer,
+        max_context=params.max_context,
+        images=bool(backend.capabilities.images),
+        model=backend.name,
+        sampling=params.to_dict(),
+    )
+    engine = Engine(
+        BackendPolicy(backend, params),
+        EnvSource.make(source, **make_kwargs),
+        concurrency=n,
+        max_turns=max_turns,
+        seed=params.seed,
+        recorder=recorder,
+        request_timeout=request_timeout,
+        stats=stats,
+    )
+    specs = (
+        EpisodeSpec(
+            k, episode_seed(seed, k, group_size), group=k // group_size, sample=k % group_size
+        )
+        for k in range(episodes)
+    )
+    results: list[Episode] = []
+    try:
+        async for ep in engine.play(specs):
+            results.append(ep)
             if on_episode is not None:
                 on_episode(ep)
-
-    t0 = time.perf_counter()
-    try:
-        tasks = [asyncio.ensure_future(slot_worker(s)) for s in range(venv.num_envs)]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:  # e.g. images for a text-only backend: stop every slot
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
     finally:
-        st.wall_s += time.perf_counter() - t0
-        if owned:
-            venv.close()
-    return [e for e in results if e is not None]
+        await asyncio.get_running_loop().run_in_executor(None, engine.close)
+        if owned is not None:
+            owned.close()
+    return sorted(results, key=lambda e: e.index)
 
 
 def rollout_tokens(
@@ -194,170 +364,7 @@ def rollout_tokens(
     backend: Backend,
     tokenizer: Any | None = None,
     **kwargs: Any,
-) -> list[TokenEpisode]:
+) -> list[Episode]:
     """Blocking :func:`arollout_tokens` (runs its own event loop; the backend stays open, so
     one backend serves several calls; ``await backend.aclose()`` or let it go when done)."""
     return asyncio.run(arollout_tokens(env, backend, tokenizer, **kwargs))
-
-
-class _Engine:
-    """Plays one episode at a time per call of :meth:`play` (many calls run concurrently)."""
-
-    def __init__(
-        self,
-        backend: Backend,
-        renderer: ChatRenderer,
-        sampling: SamplingParams,
-        max_turns: int | None,
-        request_timeout: float | None,
-        stats: RolloutStats,
-    ) -> None:
-        self.backend = backend
-        self.caps = backend.capabilities
-        self.renderer = renderer
-        self.sampling = sampling
-        self.max_turns = max_turns
-        self.timeout = request_timeout
-        self.stats = stats
-
-    async def play(
-        self, handle: Any, env_id: str, index: int, seed: int | None, group: int
-    ) -> TokenEpisode:
-        st, r, params = self.stats, self.renderer, self.sampling
-        t = time.perf_counter()
-        obs, info = await handle.areset(seed=seed)
-        st.env_s += time.perf_counter() - t
-        t = time.perf_counter()
-        text, images, content = _view(obs, info)
-        self._check_images(images)
-        ids, prompt_messages = r.prompt(text)
-        if images:
-            prompt_messages[-1] = {"role": "user", "content": content}
-        messages: list[dict[str, Any]] = [dict(m) for m in prompt_messages]
-        all_images: tuple[Image, ...] = images
-        st.render_s += time.perf_counter() - t
-        ep = TokenEpisode(
-            env_id,
-            index,
-            seed,
-            self.backend.name,
-            list(ids),
-            prompt_messages=prompt_messages,
-            reset_info=info,
-            sampling=params.to_dict(),
-            group=group,
-        )
-        context = list(ids)
-        while True:
-            turn = len(ep.turns)
-            if self.max_turns is not None and turn >= self.max_turns:
-                return self._end(ep, "truncation", "max_turns")
-            room = None if params.max_context is None else params.max_context - len(context)
-            if room is not None and room < 1:
-                return self._context_overflow(ep)
-            turn_params = params.replace(
-                max_tokens=params.max_tokens if room is None else min(params.max_tokens, room),
-                seed=_turn_seed(params.seed, index, turn),
-            )
-            request = GenerationRequest(
-                prompt_ids=None if all_images else tuple(context),
-                messages=tuple(messages),
-                sampling=turn_params,
-                images=all_images,
-                request_id=f"{index}-{turn}",
-            )
-            gen = await self._generate(request)
-            st.requests += 1
-            if gen.finish_reason == "error":
-                return self._end(ep, "error", error=gen.error or "the backend reported an error")
-            if not gen.token_ids and gen.finish_reason == "length":
-                return self._context_overflow(ep)
-            t = time.perf_counter()
-            action_ids = list(gen.token_ids)
-            retok = gen.retokenized or not self.caps.token_ids
-            logprobs = gen.logprobs
-            if retok and not gen.retokenized:
-                action_ids = r.encode(gen.text)
-                logprobs = None
-            st.render_s += time.perf_counter() - t
-            t = time.perf_counter()
-            try:
-                obs, reward, term, trunc, info = await handle.astep(gen.text)
-            except Exception as e:  # an env that breaks ends its own episode only
-                return self._end(ep, "error", error=f"env step failed: {type(e).__name__}: {e}")
-            finally:
-                st.env_s += time.perf_counter() - t
-            t = time.perf_counter()
-            done = bool(term or trunc)
-            last = done or (self.max_turns is not None and turn + 1 >= self.max_turns)
-            next_text, next_images, next_content = ("", (), "") if last else _view(obs, info)
-            role: ObservationRole = "tool" if info.get("use_tool") else "user"
-            if next_images:
-                self._check_images(next_images)
-            next_ids = r.continuation(action_ids, None if last else next_text, role)
-            ep.turns.append(
-                TokenTurn(
-                    action_ids,
-                    None if logprobs is None else list(logprobs),
-                    gen.finish_reason,
-                    gen.text,
-                    reward=float(reward),
-                    terminated=bool(term),
-                    truncated=bool(trunc),
-                    info=info,
-                    next_ids=next_ids,
-                    next_observation=next_text,
-                    next_role=role,
-                    retokenized=retok,
-                    latency_s=gen.latency_s,
-                )
-            )
-            context += action_ids
-            context += next_ids
-            messages.append({"role": "assistant", "content": gen.text})
-            if not last:
-                msg_role = r.tool_role if role == "tool" else "user"
-                messages.append({"role": msg_role, "content": next_content})
-                all_images += next_images
-            st.turns += 1
-            st.render_s += time.perf_counter() - t
-            if term:
-                return self._end(ep, "env_end")
-            if trunc:
-                return self._end(ep, "truncation", "env")
-
-    def _check_images(self, images: tuple[Image, ...]) -> None:
-        if images and not self.caps.images:
-            raise ConfigError(
-                f"this env shows images but the backend {self.backend.name!r} does not take "
-                "them; serve a vision model behind a server backend that accepts images"
-            )
-
-    async def _generate(self, request: GenerationRequest) -> Generation:
-        t = time.perf_counter()
-        try:
-            if self.timeout is None:
-                return await self.backend.generate(request)
-            return await asyncio.wait_for(self.backend.generate(request), self.timeout)
-        except TimeoutError:
-            return Generation.failed(
-                f"request took longer than request_timeout={self.timeout}s",
-                time.perf_counter() - t,
-            )
-        except Exception as e:  # a failed request ends only its own episode
-            return Generation.failed(f"{type(e).__name__}: {e}", time.perf_counter() - t)
-
-    def _context_overflow(self, ep: TokenEpisode) -> TokenEpisode:
-        if ep.turns:  # keep the ids within the context: drop the observation that did not fit
-            last = ep.turns[-1]
-            last.next_ids = self.renderer.continuation(last.action_ids, None)
-        return self._end(ep, "truncation", "context")
-
-    @staticmethod
-    def _end(
-        ep: TokenEpisode, reason: Any, truncation: Any = None, error: str | None = None
-    ) -> TokenEpisode:
-        ep.finish_reason = reason
-        ep.truncation = truncation
-        ep.error = error
-        return ep

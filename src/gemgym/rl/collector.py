@@ -3,7 +3,8 @@
 :class:`Collector` steps a :class:`~gemgym.vector.VectorEnv` (any backend, autoreset disabled)
 with a batched policy ``policy(list_of_observations) -> list_of_actions`` and returns finished
 :class:`~gemgym.experience.Episode` records grouped in a :class:`Batch`. The episodes are played
-by :func:`gemgym.experience.play`, the engine under :func:`gemgym.rollout` too.
+by the episode engine (:class:`gemgym.episodes.Engine`), as under every other front end: the
+policy is called once per turn with the turns of every episode in flight, in slot order.
 
 Group sampling (for GRPO, Dr. GRPO, RLOO): with ``group_size=n`` every initial state is played
 ``n`` times; the members of a group are reset with the same seed, so they start from the same
@@ -14,7 +15,12 @@ away can be replayed by restoring the state from before it).
 
 A policy that needs the whole conversation (an LLM that sees the history) sets
 ``history=True``: it then receives the episodes in progress (their ``initial_observation`` and
-``transitions`` so far) instead of the latest observations.
+``transitions`` so far) instead of the latest observations. A policy may also be an engine
+policy (:mod:`gemgym.episodes.policy`: async ``act(request)`` or ``act_batch(requests)``), which
+gets the whole :class:`~gemgym.episodes.ActRequest`.
+
+Episodes that fail (their env raises, the policy fails on them: ``finish_reason == "error"``)
+are left out of the batch unless ``keep_errors=True``; :attr:`Batch.errors` counts them.
 """
 
 from __future__ import annotations
@@ -25,8 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from gemgym.episodes.engine import Engine, EnvSource, EpisodeSpec, run_sync
+from gemgym.episodes.outcomes import episode_seed
+from gemgym.episodes.policy import FunctionPolicy
 from gemgym.errors import ConfigError
-from gemgym.experience import Episode, play, summarize
+from gemgym.experience import Episode, summarize
 from gemgym.rl.advantages import compute_advantages
 from gemgym.vector import VectorEnv
 
@@ -42,6 +51,8 @@ class Batch:
 
     episodes: list[Episode]
     group_ids: list[int] = field(default_factory=list)
+    errors: int = 0
+    """Failed episodes left out of :attr:`episodes`."""
 
     @property
     def rewards(self) -> list[list[float]]:
@@ -82,6 +93,8 @@ class Collector:
         history: pass the episodes in progress to the policy instead of the observations.
         max_turns: cut episodes after this many turns (they are then not ``done``).
         env_kwargs: keyword arguments for every env when ``env`` is an id.
+        keep_errors: keep failed episodes in the batch (by default they are left out: their
+            partial returns are not the policy's).
     """
 
     def __init__(
@@ -95,6 +108,7 @@ class Collector:
         history: bool = False,
         max_turns: int | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        keep_errors: bool = False,
     ) -> None:
         if group_size < 1:
             raise ConfigError(f"group_size must be >= 1, got {group_size}")
@@ -118,6 +132,16 @@ class Collector:
         self.group_size = group_size
         self.history = history
         self.max_turns = max_turns
+        self.keep_errors = keep_errors
+        engine_policy: Any = policy
+        if not hasattr(policy, "act_batch") and not hasattr(policy, "act"):
+            engine_policy = FunctionPolicy(policy, history=history)
+        self._engine = Engine(
+            engine_policy,
+            EnvSource.make(self.env),
+            concurrency=self.env.num_envs,
+            max_turns=max_turns,
+        )
         self._next_group = 0
         self._seed = seed
 
@@ -151,19 +175,17 @@ class Collector:
         for _ in range(num_episodes // self.group_size):
             groups.extend([self._next_group] * self.group_size)
             self._next_group += 1
-        seeds: list[int | None] = [self._seed + g for g in groups]
-
-        def act(_: list[int], episodes: list[Episode], observations: list[Any]) -> Sequence[Any]:
-            return self.policy(episodes if self.history else observations)
-
-        finished = sorted(
-            play(self.env, seeds, act, env_id=self.env_id, max_turns=self.max_turns),
-            key=lambda ep: ep.index,
-        )
-        return Batch(finished, [groups[ep.index] for ep in finished])
+        specs = [
+            EpisodeSpec(k, episode_seed(self._seed, g), group=g, sample=k % self.group_size)
+            for k, g in enumerate(groups)
+        ]
+        played = sorted(run_sync(lambda: self._engine.play(specs)), key=lambda ep: ep.index)
+        kept = [ep for ep in played if self.keep_errors or not ep.failed]
+        return Batch(kept, [groups[ep.index] for ep in kept], errors=len(played) - len(kept))
 
     def close(self) -> None:
         """Close the vector env if the collector made it."""
+        self._engine.close()
         if self._owned:
             self.env.close()
 

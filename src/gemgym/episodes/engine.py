@@ -1,0 +1,757 @@
+"""The episode engine: many episodes in flight, async-first, every front end on top of it.
+
+:class:`Engine` plays :class:`EpisodeSpec`\\ s (an index, a reset seed, reset options, a
+group) over env sources with one policy and yields each :class:`~gemgym.episodes.Episode` as it
+ends. ``concurrency`` episodes are in flight, each in its own slot; a slot takes the next spec
+as soon as its episode ends.
+
+* **Env sources** (:class:`EnvSource`): an env id or factory (the engine makes and reuses
+  copies), an env (copied with ``spawn``), or a :class:`~gemgym.vector.VectorEnv` made with
+  ``autoreset_mode="disabled"`` (its slots, on any backend). Several named sources can play in
+  one run (mixed envs, eval suites): each spec names its source.
+* **Env I/O never holds the loop.** An env whose ``astep``/``areset`` truly await is awaited; an
+  env that declares :attr:`~gemgym.Env.blocking_io` (sandboxes, graders, search, MCP, remote
+  envs) has its sync ``step``/``reset`` run on the engine's own bounded executor, apart from
+  the model's threads. Envs are made and warmed up (:meth:`~gemgym.Env.warmup`: grader and
+  sandbox pools) on that executor before their first episode.
+* **Policies** (:mod:`gemgym.episodes.policy`): per-turn async policies, or batched ones that
+  the engine calls once for the turns of every episode in flight.
+* **Token recording**: with a :class:`Recorder` (:class:`gemgym.llm.rollout.TokenRecorder`),
+  the record holds the token ids the model was conditioned on and sampled, and never exceeds
+  the context window.
+* **Failures stay in their episode**: an exception in reset, the model call, the step, a tool
+  or the grader ends that episode only, with ``finish_reason="error"``, the stage and the
+  message (:mod:`gemgym.episodes.outcomes`). A batch policy that raises is asked again for
+  each request alone before any episode fails. A :class:`~gemgym.errors.ConfigError` from the
+  policy or the recorder (a setup that cannot work, e.g. images for a text-only model) or a
+  :class:`~gemgym.errors.ModelUnavailableError` (the model cannot be reached at all) stops the
+  run.
+* **Seeds**: the engine resets each episode with its spec's seed and gives the policy the
+  turn's sampling seed ``derive_seed(seed, *spec.key, turn)``; so the same specs give the same
+  episodes at any concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+
+from gemgym.core import Env, blocks_loop
+from gemgym.episodes.outcomes import Stage, check_max_turns, derive_seed, turn_cap_reached
+from gemgym.episodes.policy import Action, ActRequest, BatchPolicy, EnvAccess, Policy, as_action
+from gemgym.episodes.record import Episode, ObservationRole, Turn
+from gemgym.errors import ConfigError, ModelUnavailableError, ToolError
+from gemgym.prompting import model_view
+
+if TYPE_CHECKING:
+    from gemgym.vector import VectorEnv
+
+__all__ = [
+    "Engine",
+    "EngineStats",
+    "EnvSource",
+    "EpisodeSpec",
+    "Recorder",
+    "error_stage",
+    "run_sync",
+]
+
+T = TypeVar("T")
+StepTuple = tuple[Any, float, bool, bool, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to play.
+
+    Attributes:
+        index: the episode's number in the run (its record's ``index``).
+        seed: its reset seed (``None``: the env's own random stream).
+        source: which env source plays it (``None``: the engine's only source).
+        options: reset options (e.g. ``{"index": 3}`` for a dataset item).
+        group, sample: its seed group (default: its index, a group of one) and its number
+            within the group.
+        key: what its sampling seeds derive from (default ``(index,)``).
+    """
+
+    index: int
+    seed: int | None = None
+    source: Hashable = None
+    options: Mapping[str, Any] | None = None
+    group: int | None = None
+    sample: int = 0
+    key: tuple[Any, ...] | None = None
+
+
+@dataclass
+class EngineStats:
+    """Where a run's time went.
+
+    Attributes:
+        wall_s: the whole run; env_s: env resets and steps (tools and grading included),
+            summed over episodes; model_s: waiting for the policy, summed over episodes;
+            render_s: rendering and tokenising (token recording), summed over episodes.
+        requests, turns, episodes, errors: counts.
+    """
+
+    wall_s: float = 0.0
+    env_s: float = 0.0
+    model_s: float = 0.0
+    render_s: float = 0.0
+    requests: int = 0
+    turns: int = 0
+    episodes: int = 0
+    errors: int = 0
+
+
+class Recorder(Protocol):
+    """Keeps the token record of episodes (see :class:`gemgym.llm.rollout.TokenRecorder`).
+
+    ``state`` is a dict the engine keeps for the recorder for the whole episode.
+    """
+
+    def begin(self, episode: Episode, view: Any, state: dict[str, Any]) -> None:
+        """Render the first prompt into ``episode``; a prompt that cannot fit ends the episode
+        (``finish_reason="truncation"``, ``truncation="prompt"``)."""
+        ...
+
+    def prepare(self, request: ActRequest, state: dict[str, Any]) -> bool:
+        """Fill the request's ``context_ids`` and ``max_tokens``; ``False``: no room is left
+        (the engine ends the episode as truncated by the context)."""
+        ...
+
+    def record(
+        self,
+        episode: Episode,
+        turn: Turn,
+        action: Action,
+        next_view: Any | None,
+        role: ObservationRole,
+        state: dict[str, Any],
+    ) -> bool:
+        """Put the turn's ids in ``turn`` (``next_view`` is ``None`` after the last turn);
+        ``False``: the context is full (the engine ends the episode after this turn)."""
+        ...
+
+    def overflow(self, episode: Episode, state: dict[str, Any]) -> None:
+        """The model said the context is full: make the record end within it."""
+        ...
+
+
+def error_stage(exc: BaseException, default: Stage) -> Stage:
+    """The stage an exception raised in ``default`` belongs to: a tool's failure is
+    ``"tool"``, a grader's ``"grade"``."""
+    if isinstance(exc, ToolError):
+        return "tool"
+    from gemgym import errors
+
+    grading = getattr(errors, "GradingError", None)
+    if grading is not None and isinstance(exc, grading):
+        return "grade"
+    return default
+
+
+def _message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# -- env sources -------------------------------------------------------------------------------
+
+
+class _Slot:
+    """An env an episode plays on."""
+
+    env_id: str
+    access: EnvAccess
+
+    async def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Any:
+        raise NotImplementedError
+
+    async def step(self, action: Any) -> StepTuple:
+        raise NotImplementedError
+
+
+class _EnvSlot(_Slot):
+    def __init__(self, env: Env[Any, Any], env_id: str, run: Callable[..., Any]) -> None:
+        self.env = env
+        self.env_id = env_id
+        self.blocking = blocks_loop(env)
+        self._run = run
+        self.access = EnvAccess(self._capability)
+
+    def _capability(self, name: str) -> Any:
+        return getattr(self.env, name)()
+
+    async def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Any:
+        opts = None if options is None else dict(options)
+        if self.blocking:
+            return await self._run(partial(self.env.reset, seed=seed, options=opts))
+        return await self.env.areset(seed=seed, options=opts)
+
+    async def step(self, action: Any) -> StepTuple:
+        if self.blocking:
+            return await self._run(self.env.step, action)  # type: ignore[no-any-return]
+        return await self.env.astep(action)
+
+
+class _VectorSlot(_Slot):
+    def __init__(self, venv: VectorEnv, index: int, run: Callable[..., Any]) -> None:
+        self.venv = venv
+        self.index = index
+        self.env_id = venv.env_ids[index]
+        self.handle = venv.handle(index)
+        # the sync backend steps its envs in this thread: blocking ones go to the executor
+        self.blocking = venv.backend == "sync" and any(
+            blocks_loop(e) for e in getattr(venv, "envs", [])
+        )
+        self._run = run
+        self.access = EnvAccess(self._capability)
+
+    def _capability(self, name: str) -> Any:
+        return self.venv.call(name, indices=[self.index])[0]
+
+    async def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Any:
+        opts = None if options is None else dict(options)
+        if self.blocking:
+            return await self._run(partial(self.handle.reset, seed=seed, options=opts))
+        return await self.handle.areset(seed=seed, options=opts)
+
+    async def step(self, action: Any) -> StepTuple:
+        if self.blocking:
+            return await self._run(self.handle.step, action)  # type: ignore[no-any-return]
+        return await self.handle.astep(action)
+
+
+class EnvSource:
+    """Where a run's envs come from (see :meth:`make`): a pool of slots to play episodes on."""
+
+    env_id: str = ""
+
+    async def acquire(self, run: Callable[..., Any]) -> _Slot:
+        """A free slot (made, and warmed up, on the engine's executor when new)."""
+        raise NotImplementedError
+
+    def release(self, slot: _Slot, healthy: bool) -> None:
+        """Give the slot back (an env that failed is closed, not reused)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close what the source made."""
+
+    @staticmethod
+    def make(
+        env: str | Env[Any, Any] | VectorEnv | Callable[[], Env[Any, Any]] | EnvSource,
+        *,
+        env_id: str | None = None,
+        **make_kwargs: Any,
+    ) -> EnvSource:
+        """A source from an env id (made with ``make_kwargs``; ``wrappers=`` among them wraps
+        every copy), an env (copied with ``spawn``; it is not played itself), a factory, a
+        vector env (made with ``autoreset_mode="disabled"``; not closed here), or a source."""
+        from gemgym.vector import VectorEnv
+
+        if isinstance(env, EnvSource):
+            if make_kwargs:
+                raise ConfigError("make_kwargs are only used when env is an id")
+            return env
+        if isinstance(env, VectorEnv):
+            if make_kwargs:
+                raise ConfigError("make_kwargs are only used when env is an id")
+            return _VectorSource(env)
+        if isinstance(env, str):
+            from gemgym.registry import spec
+            from gemgym.vector.base import EnvRecipe
+
+            kwargs = dict(make_kwargs)
+            wrappers = tuple(kwargs.pop("wrappers", None) or ())
+            # without the OrderEnforcing layer: the engine keeps reset/step in order itself
+            recipe = EnvRecipe(spec=spec(env), kwargs=kwargs, wrappers=wrappers)
+            return _FactorySource(recipe.build, env_id or env)
+        if make_kwargs:
+            raise ConfigError("make_kwargs are only used when env is an id")
+        if isinstance(env, Env):
+            name = env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
+            return _FactorySource(env.spawn, name)
+        if callable(env):
+            return _FactorySource(env, env_id or "")
+        raise ConfigError(
+            f"an env source is an env id, an Env, a VectorEnv or a factory, got {type(env).__name__}"
+        )
+
+
+class _FactorySource(EnvSource):
+    def __init__(self, factory: Callable[[], Env[Any, Any]], env_id: str) -> None:
+        self.factory = factory
+        self.env_id = env_id
+        self._idle: list[_EnvSlot] = []
+        self._all: list[_EnvSlot] = []
+
+    def _new(self) -> Env[Any, Any]:
+        env = self.factory()
+        env.warmup()
+        return env
+
+    async def acquire(self, run: Callable[..., Any]) -> _Slot:
+        if self._idle:
+            return self._idle.pop()
+        env = await run(self._new)
+        env_id = self.env_id or (env.spec.id if env.spec is not None else type(env).__name__)
+        slot = _EnvSlot(env, env_id, run)
+        self._all.append(slot)
+        return slot
+
+    def release(self, slot: _Slot, healthy: bool) -> None:
+        assert isinstance(slot, _EnvSlot)
+        if healthy:
+            self._idle.append(slot)
+            return
+        self._all.remove(slot)
+        with contextlib.suppress(Exception):
+            slot.env.close()
+
+    def close(self) -> None:
+        for slot in self._all:
+            with contextlib.suppress(Exception):
+                slot.env.close()
+        self._all.clear()
+        self._idle.clear()
+
+
+class _VectorSource(EnvSource):
+    def __init__(self, venv: VectorEnv) -> None:
+        if venv.autoreset_mode.value != "disabled":
+            raise ConfigError(
+                "the engine resets the envs itself; make the vector env with "
+                'autoreset_mode="disabled"'
+            )
+        self.venv = venv
+        self.env_id = venv.env_ids[0] if venv.env_ids else ""
+        self._free: list[int] | None = None
+        self._slots: dict[int, _VectorSlot] = {}
+        self._wait: asyncio.Event | None = None
+
+    async def acquire(self, run: Callable[..., Any]) -> _Slot:
+        if self._free is None:  # first use: warm every env up, on the executor
+            self._free = list(range(self.venv.num_envs - 1, -1, -1))
+            await run(self.venv.call, "warmup")
+        while not self._free:
+            self._wait = self._wait or asyncio.Event()
+            await self._wait.wait()
+            self._wait.clear()
+        i = self._free.pop()
+        if i not in self._slots:
+            self._slots[i] = _VectorSlot(self.venv, i, run)
+        return self._slots[i]
+
+    def release(self, slot: _Slot, healthy: bool) -> None:
+        assert isinstance(slot, _VectorSlot) and self._free is not None
+        self._free.append(slot.index)
+        self._free.sort(reverse=True)  # lowest free slot first
+        if self._wait is not None:
+            self._wait.set()
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+
+class _Batcher:
+    """Gathers one request from every episode in flight and calls a batch policy once."""
+
+    def __init__(self, policy: BatchPolicy) -> None:
+        self.policy = policy
+        self.live = 0
+        self.pending: list[tuple[ActRequest, asyncio.Future[Action]]] = []
+
+    async def act(self, request: ActRequest) -> Action:
+        fut: asyncio.Future[Action] = asyncio.get_running_loop().create_future()
+        self.pending.append((request, fut))
+        self.poke()
+        return await fut
+
+    def poke(self) -> None:
+        if self.pending and len(self.pending) >= self.live:
+            batch = sorted(self.pending, key=lambda p: p[0].slot)
+            self.pending = []
+            self._flush(batch)
+
+    def _flush(self, batch: list[tuple[ActRequest, asyncio.Future[Action]]]) -> None:
+        requests = [r for r, _ in batch]
+        t = time.perf_counter()
+        try:
+            answers = list(self.policy.act_batch(requests))
+            if len(answers) != len(requests):
+                raise ConfigError(
+                    f"the policy returned {len(answers)} actions for {len(requests)} requests"
+                )
+        except (ConfigError, ModelUnavailableError) as e:
+            for _, fut in batch:
+                fut.set_exception(e)
+            return
+        except Exception:  # split the batch: each request alone, so one bad one fails alone
+            answers = []
+            for r in requests:
+                try:
+                    answers.append(as_action(next(iter(self.policy.act_batch([r])))))
+                except Exception as e:
+                    answers.append(Action(error=_message(e), requests=0))
+        latency = time.perf_counter() - t
+        for (_, fut), a in zip(batch, answers, strict=True):
+            action = as_action(a)
+            action.latency_s = action.latency_s or latency
+            fut.set_result(action)
+
+
+class Engine:
+    """Plays episodes over env sources with one policy (see the module docstring).
+
+    Args:
+        policy: a :class:`~gemgym.episodes.policy.Policy` or
+            :class:`~gemgym.episodes.policy.BatchPolicy`.
+        sources: one :class:`EnvSource` (or anything :meth:`EnvSource.make` takes), or a
+            mapping of names to them (specs name their source).
+        concurrency: episodes in flight (the number of slots; for a vector env source, at most
+            its number of envs is useful).
+        max_turns: the turn cap (:func:`~gemgym.episodes.outcomes.turn_cap_reached`).
+        seed: base of the policy's per-turn sampling seeds (``None``: unseeded).
+        recorder: keeps token records (token policies).
+        request_timeout: seconds a policy call may take before its episode fails (stage
+            ``"model"``).
+        env_workers: threads of the executor for blocking envs (default: ``concurrency``).
+        stats: filled with where the time went.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | BatchPolicy,
+        sources: Any,
+        *,
+        concurrency: int = 8,
+        max_turns: int | None = None,
+        seed: int | None = None,
+        recorder: Recorder | None = None,
+        request_timeout: float | None = None,
+        env_workers: int | None = None,
+        stats: EngineStats | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+        self.policy = policy
+        if isinstance(sources, Mapping):
+            self.sources: dict[Hashable, EnvSource] = {
+                k: EnvSource.make(v) for k, v in sources.items()
+            }
+        else:
+            self.sources = {None: EnvSource.make(sources)}
+        self.concurrency = int(concurrency)
+        self.max_turns = check_max_turns(max_turns)
+        self.seed = seed
+        self.recorder = recorder
+        self.request_timeout = request_timeout
+        self.env_workers = env_workers or self.concurrency
+        self.stats = stats if stats is not None else EngineStats()
+        self._executor: ThreadPoolExecutor | None = None
+        self._batcher: _Batcher | None = None
+        if not asyncio.iscoroutinefunction(getattr(policy, "act", None)):
+            if not callable(getattr(policy, "act_batch", None)):
+                raise ConfigError(
+                    "a policy has async act(request) or act_batch(requests) "
+                    f"(see gemgym.episodes.policy), got {type(policy).__name__}; wrap an "
+                    "agent in gemgym.episodes.AgentPolicy"
+                )
+            self._batcher = _Batcher(cast("BatchPolicy", policy))
+
+    # -- executor ------------------------------------------------------------------------------
+    async def _run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.env_workers, thread_name_prefix="gemgym-env")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def close(self) -> None:
+        """Close the envs the engine made and its executor (vector envs given to it stay open)."""
+        for source in self.sources.values():
+            source.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    # -- playing -------------------------------------------------------------------------------
+    async def play(self, specs: Iterable[EpisodeSpec]) -> AsyncIterator[Episode]:
+        """Play ``specs`` (``concurrency`` at once) and yield each episode as it ends.
+
+        Cancelled (or the consumer stops early), the episodes in flight are stopped; an
+        exception that is not an episode's own (a :class:`ConfigError` of the policy) stops
+        the run and is raised here.
+        """
+        todo = iter(specs)
+        out: asyncio.Queue[Episode | BaseException | None] = asyncio.Queue()
+        n = self.concurrency
+        running = n
+        if self._batcher is not None:
+            self._batcher.live = n
+
+        async def worker(slot: int) -> None:
+            nonlocal running
+            try:
+                for spec in todo:
+                    out.put_nowait(await self._play(slot, spec))
+            except BaseException as e:
+                out.put_nowait(e)
+            finally:
+                running -= 1
+                if self._batcher is not None:
+                    self._batcher.live -= 1
+                    self._batcher.poke()
+                if running == 0:
+                    out.put_nowait(None)
+
+        t0 = time.perf_counter()
+        tasks = [asyncio.ensure_future(worker(s)) for s in range(n)]
+        try:
+            while True:
+                item = await out.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.stats.wall_s += time.perf_counter() - t0
+
+    async def run(self, specs: Iterable[EpisodeSpec]) -> list[Episode]:
+        """Play ``specs``; the episodes ordered by index."""
+        eps = [e async for e in self.play(specs)]
+        return sorted(eps, key=lambda e: e.index)
+
+    async def _act(self, request: ActRequest) -> Action:
+        if self._batcher is not None:
+            return await self._batcher.act(request)
+        call = self.policy.act(request)  # type: ignore[union-attr]
+        if self.request_timeout is None:
+            return as_action(await call)
+        try:
+            return as_action(await asyncio.wait_for(call, self.request_timeout))
+        except TimeoutError:
+            return Action(
+                error=f"the model took longer than request_timeout={self.request_timeout}s"
+            )
+
+    async def _play(self, slot_no: int, spec: EpisodeSpec) -> Episode:
+        st, rec = self.stats, self.recorder
+        source = self.sources.get(spec.source)
+        if source is None:
+            raise ConfigError(f"no env source named {spec.source!r} (have {list(self.sources)})")
+        group = spec.index if spec.group is None else spec.group
+        ep = Episode(source.env_id, spec.index, spec.seed, group=group, sample=spec.sample)
+        key = spec.key if spec.key is not None else (spec.index,)
+        t_start = time.perf_counter()
+        try:
+            slot = await source.acquire(self._run_blocking)
+        except ConfigError:  # the env cannot be made as asked: no episode can play
+            raise
+        except Exception as e:
+            return self._fail(ep, "reset", e, t_start)
+        ep.env_id = slot.env_id
+        healthy = True
+        try:
+            t = time.perf_counter()
+            try:
+                obs, info = await slot.reset(spec.seed, spec.options)
+            except Exception as e:
+                healthy = False
+                return self._fail(ep, "reset", e, t_start)
+            finally:
+                st.env_s += time.perf_counter() - t
+            ep.initial_observation, ep.reset_info = obs, info
+            view = model_view(obs, info)
+            role: ObservationRole = "user"
+            rec_state: dict[str, Any] = {}
+            policy_state: dict[str, Any] = {}
+            if rec is not None:
+                t = time.perf_counter()
+                rec.begin(ep, view, rec_state)
+                st.render_s += time.perf_counter() - t
+                if ep.finish_reason != "cut":
+                    return self._done(ep, t_start)
+            while True:
+                turn_no = len(ep.turns)
+                if turn_cap_reached(turn_no, self.max_turns):
+                    return self._end(ep, "truncation", "max_turns", t_start)
+                request = ActRequest(
+                    ep,
+                    view,
+                    turn_no,
+                    slot_no,
+                    derive_seed(self.seed, *key, turn_no),
+                    role,
+                    slot.access,
+                    policy_state,
+                )
+                if rec is not None and not rec.prepare(request, rec_state):
+                    rec.overflow(ep, rec_state)
+                    return self._end(ep, "truncation", "context", t_start)
+                t = time.perf_counter()
+                try:
+                    action = await self._act(request)
+                except (ConfigError, ModelUnavailableError):
+                    raise
+                except Exception as e:
+                    return self._fail(ep, "model", e, t_start)
+                finally:
+                    st.model_s += time.perf_counter() - t
+                st.requests += action.requests
+                if action.error is not None:
+                    return self._fail(ep, "model", action.error, t_start)
+                if (
+                    rec is not None
+                    and action.finish_reason == "length"
+                    and not (action.token_ids or action.action)
+                ):
+                    rec.overflow(ep, rec_state)  # the model had no room for a single token
+                    return self._end(ep, "truncation", "context", t_start)
+                t = time.perf_counter()
+                try:
+                    obs_next, reward, term, trunc, info = await slot.step(action.action)
+                except Exception as e:
+                    healthy = False  # its state is unknown: a fresh env plays the next one
+                    return self._fail(ep, error_stage(e, "step"), e, t_start)
+                finally:
+                    env_s = time.perf_counter() - t
+                    st.env_s += env_s
+                term, trunc = bool(term), bool(trunc)
+                turn = Turn(
+                    obs,
+                    action.action,
+                    float(reward),
+                    term,
+                    trunc,
+                    info,
+                    obs_next,
+                    latency_s=action.latency_s,
+                    env_s=env_s,
+                )
+                last = term or trunc or turn_cap_reached(turn_no + 1, self.max_turns)
+                view = model_view(obs_next, info)
+                role = "tool" if info.get("use_tool") else "user"
+                fits = True
+                if rec is not None:
+                    t = time.perf_counter()
+                    fits = rec.record(ep, turn, action, None if last else view, role, rec_state)
+                    st.render_s += time.perf_counter() - t
+                ep.turns.append(turn)
+                st.turns += 1
+                obs = obs_next
+                if term:
+                    return self._end(ep, "env_end", None, t_start)
+                if trunc:
+                    return self._end(ep, "truncation", "env", t_start)
+                if not fits:
+                    return self._end(ep, "truncation", "context", t_start)
+        except asyncio.CancelledError:
+            healthy = False
+            raise
+        finally:
+            source.release(slot, healthy)
+
+    def _done(self, ep: Episode, t_start: float) -> Episode:
+        ep.wall_s = time.perf_counter() - t_start
+        self.stats.episodes += 1
+        if ep.finish_reason == "error":
+            self.stats.errors += 1
+        return ep
+
+    def _end(self, ep: Episode, reason: Any, truncation: Any, t_start: float) -> Episode:
+        ep.finish_reason, ep.truncation = reason, truncation
+        return self._done(ep, t_start)
+
+    def _fail(self, ep: Episode, stage: Stage, error: Any, t_start: float) -> Episode:
+        ep.finish_reason, ep.error_stage = "error", stage
+        ep.error = error if isinstance(error, str) else _message(error)
+        return self._done(ep, t_start)
+
+
+# -- sync front ends --------------------------------------------------------------------------
+
+
+def run_sync(agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    """Iterate an async generator from sync code, on a private event loop (in a thread of its
+    own when the caller already runs one), yielding its items as they come."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        yield from _iterate_here(agen_factory)
+        return
+    yield from _iterate_in_thread(agen_factory)
+
+
+def _iterate_here(agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    loop = asyncio.new_event_loop()
+    agen = agen_factory()
+    try:
+        while True:
+            try:
+                item = loop.run_until_complete(agen.__anext__())
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        with contextlib.suppress(Exception):
+            aclose = getattr(agen, "aclose", None)
+            if aclose is not None:
+                loop.run_until_complete(aclose())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+@dataclass
+class _Handoff:
+    items: list[Any] = field(default_factory=list)
+    done: bool = False
+    error: BaseException | None = None
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+
+def _iterate_in_thread(agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    box = _Handoff()
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            for item in _iterate_here(agen_factory):
+                with box.cond:
+                    box.items.append(item)
+                    box.cond.notify()
+                if stop.is_set():
+                    return
+        except BaseException as e:
+            box.error = e
+        finally:
+            with box.cond:
+                box.done = True
+                box.cond.notify()
+
+    thread = threading.Thread(target=pump, name="gemgym-episodes", daemon=True)
+    thread.start()
+    try:
+        while True:
+            with box.cond:
+                while not box.items and not box.done:
+                    box.cond.wait()
+                if box.items:
+                    item = box.items.pop(0)
+                elif box.error is not None:
+                    raise box.error
+                else:
+                    return
+            yield item
+    finally:
+        stop.set()
