@@ -21,7 +21,7 @@ def _blocks(path: Path) -> list[str]:
     ]
 
 
-PAGES = ["README.md", "docs/concepts.md"]
+PAGES = ["README.md", "docs/concepts.md", "docs/episodes.md"]
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -4,7 +4,7 @@
 
 The agent keeps one conversation per slot: each observation is sent as a user message (as
 :func:`gemgym.prompting.model_view` shows it: with the board the env keeps in ``info["suffix"]``,
-which :func:`gemgym.experience.play` adds before calling the agent) and each
+which the episode engine adds before calling the agent) and each
 reply is kept as the assistant message, so a multi-turn game is played as one chat. When the env
 already returns chat messages (:class:`~gemgym.wrappers.ChatHistory`), they are sent as they are.
 Requests of a batch go out concurrently; the client retries transient failures and times out.
