@@ -14,7 +14,6 @@ True
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from gemgym.core import Env
 from gemgym.episodes.engine import Engine, EnvSource, EpisodeSpec, run_sync
 from gemgym.episodes.outcomes import episode_seed
 from gemgym.episodes.policy import AgentPolicy, BatchPolicy, Policy
-from gemgym.episodes.record import Episode, Turn
+from gemgym.episodes.record import Episode, Turn, read_episodes, write_episodes
 from gemgym.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,26 +37,12 @@ Transition = Turn
 
 def write_jsonl(episodes: Iterable[Episode], path: str | Path | IO[str]) -> int:
     """Write episodes as JSON lines (one episode a line); returns how many were written."""
-    n = 0
-    if isinstance(path, str | Path):
-        with open(path, "w", encoding="utf-8") as f:
-            return write_jsonl(episodes, f)
-    for ep in episodes:
-        path.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")
-        n += 1
-    return n
+    return write_episodes(episodes, path)
 
 
 def read_jsonl(path: str | Path) -> Iterator[Episode]:
     """Read episodes written by :func:`write_jsonl` (or ``gemgym run --out``)."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield Episode.from_dict(json.loads(line))
-            except (json.JSONDecodeError, KeyError) as e:
-                raise ConfigError(f"{path}:{lineno}: not a gemgym episode record ({e})") from e
+    return read_episodes(path)
 
 
 def rollout(

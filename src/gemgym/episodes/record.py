@@ -31,17 +31,30 @@ and token-episode layouts.
 from __future__ import annotations
 
 import base64
+import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from gemgym.core import Image, MultimodalObservation
 from gemgym.episodes.outcomes import Finish, Stage, TruncationCause, is_success
+from gemgym.errors import ConfigError
 from gemgym.prompting import model_view
 
 if TYPE_CHECKING:
     from gemgym.rl.tokens import TokenizedEpisode
 
-__all__ = ["Episode", "ObservationRole", "Rendering", "Turn", "decode_value", "encode_value"]
+__all__ = [
+    "Episode",
+    "ObservationRole",
+    "Rendering",
+    "Turn",
+    "decode_value",
+    "encode_value",
+    "read_episodes",
+    "write_episodes",
+]
 
 ObservationRole = Literal["user", "tool"]
 """The role an observation is shown in: ``"tool"`` after a tool call, else ``"user"``."""
@@ -420,3 +433,30 @@ def decode_value(x: Any) -> Any:
     if isinstance(x, list):
         return [decode_value(v) for v in x]
     return x
+
+
+def write_episodes(
+    episodes: Iterable[Episode], path: str | Path | IO[str], *, timings: bool = False
+) -> int:
+    """Write episodes as JSON lines (one episode a line, as each comes); returns how many."""
+    if isinstance(path, str | Path):
+        with open(path, "w", encoding="utf-8") as f:
+            return write_episodes(episodes, f, timings=timings)
+    n = 0
+    for ep in episodes:
+        path.write(json.dumps(ep.to_dict(timings=timings), ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+def read_episodes(path: str | Path, *, what: str = "gemgym episode record") -> Iterator[Episode]:
+    """Read episodes written by :func:`write_episodes`; a line that is not one is a
+    :class:`~gemgym.errors.ConfigError` naming the file, the line and ``what`` was expected."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Episode.from_dict(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ConfigError(f"{path}:{lineno}: not a {what} ({e})") from e

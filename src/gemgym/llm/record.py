@@ -33,13 +33,19 @@ Episodes are JSONL-serialisable (:func:`write_token_jsonl`, :func:`read_token_js
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from gemgym.episodes.outcomes import Finish, TruncationCause
-from gemgym.episodes.record import Episode, ObservationRole, Rendering, Turn
+from gemgym.episodes.record import (
+    Episode,
+    ObservationRole,
+    Rendering,
+    Turn,
+    read_episodes,
+    write_episodes,
+)
 from gemgym.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -69,26 +75,12 @@ TokenTurn = Turn
 
 def write_token_jsonl(episodes: Iterable[TokenEpisode], path: str | Path | IO[str]) -> int:
     """Write episodes as JSON lines (one episode a line); returns how many were written."""
-    if isinstance(path, str | Path):
-        with open(path, "w", encoding="utf-8") as f:
-            return write_token_jsonl(episodes, f)
-    n = 0
-    for ep in episodes:
-        path.write(json.dumps(ep.to_dict(), ensure_ascii=False) + "\n")
-        n += 1
-    return n
+    return write_episodes(episodes, path)
 
 
 def read_token_jsonl(path: str | Path) -> Iterator[TokenEpisode]:
     """Read episodes written by :func:`write_token_jsonl`."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield TokenEpisode.from_dict(json.loads(line))
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ConfigError(f"{path}:{lineno}: not a gemgym token episode ({e})") from e
+    return read_episodes(path, what="gemgym token episode")
 
 
 def token_advantages(
