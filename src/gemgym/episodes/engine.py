@@ -333,14 +333,15 @@ class _VectorSource(EnvSource):
             )
         self.venv = venv
         self.env_id = venv.env_ids[0] if venv.env_ids else ""
-        self._free: list[int] | None = None
+        self._free = list(range(venv.num_envs - 1, -1, -1))
         self._slots: dict[int, _VectorSlot] = {}
         self._wait: asyncio.Event | None = None
+        self._warm: asyncio.Future[Any] | None = None
 
     async def acquire(self, run: Callable[..., Any]) -> _Slot:
-        if self._free is None:  # first use: warm every env up, on the executor
-            self._free = list(range(self.venv.num_envs - 1, -1, -1))
-            await run(self.venv.call, "warmup")
+        if self._warm is None:  # first use: warm every env up, on the executor, once
+            self._warm = asyncio.ensure_future(run(self.venv.call, "warmup"))
+        await asyncio.shield(self._warm)
         while not self._free:
             self._wait = self._wait or asyncio.Event()
             await self._wait.wait()
@@ -351,7 +352,7 @@ class _VectorSource(EnvSource):
         return self._slots[i]
 
     def release(self, slot: _Slot, healthy: bool) -> None:
-        assert isinstance(slot, _VectorSlot) and self._free is not None
+        assert isinstance(slot, _VectorSlot)
         self._free.append(slot.index)
         self._free.sort(reverse=True)  # lowest free slot first
         if self._wait is not None:
