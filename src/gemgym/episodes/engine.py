@@ -421,7 +421,8 @@ class Engine:
             its number of envs is useful).
         max_turns: the turn cap (:func:`~gemgym.episodes.outcomes.turn_cap_reached`).
         seed: base of the policy's per-turn sampling seeds (``None``: unseeded).
-        recorder: keeps token records (token policies).
+        recorder: keeps token records (default: the policy's ``recorder`` attribute, which
+            token policies carry).
         request_timeout: seconds a policy call may take before its episode fails (stage
             ``"model"``).
         env_workers: threads of the executor for blocking envs (default: ``concurrency``).
@@ -453,7 +454,7 @@ class Engine:
         self.concurrency = int(concurrency)
         self.max_turns = check_max_turns(max_turns)
         self.seed = seed
-        self.recorder = recorder
+        self.recorder = recorder if recorder is not None else getattr(policy, "recorder", None)
         self.request_timeout = request_timeout
         self.env_workers = env_workers or self.concurrency
         self.stats = stats if stats is not None else EngineStats()
@@ -513,6 +514,9 @@ class Engine:
                     out.put_nowait(None)
 
         t0 = time.perf_counter()
+        open_run = getattr(self.policy, "open_run", None)
+        if open_run is not None:
+            await open_run()
         tasks = [asyncio.ensure_future(worker(s)) for s in range(n)]
         try:
             while True:
@@ -526,6 +530,9 @@ class Engine:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            close_run = getattr(self.policy, "close_run", None)
+            if close_run is not None:
+                await close_run()
             self.stats.wall_s += time.perf_counter() - t0
 
     async def run(self, specs: Iterable[EpisodeSpec]) -> list[Episode]:
@@ -709,6 +716,11 @@ def _iterate_here(agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
             aclose = getattr(agen, "aclose", None)
             if aclose is not None:
                 loop.run_until_complete(aclose())
+        left = asyncio.all_tasks(loop)  # e.g. a backend's batching task
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 

@@ -18,6 +18,14 @@ Two shapes of policy play through the same engine:
 A policy answers an :class:`Action` (or a bare action, which is wrapped): the action and,
 optionally, its token record (sampled ids, log-probs), its cost, or an ``error`` (the model call
 failed: the episode ends with stage ``"model"``).
+
+Optional members a policy may have, which the engine uses when present:
+
+* ``recorder``: the :class:`~gemgym.episodes.engine.Recorder` that keeps its token records
+  (a token policy carries the renderer of its model);
+* ``async open_run()`` / ``async close_run()``: awaited before the first episode and after the
+  last of each :meth:`~gemgym.episodes.Engine.play` (open a client on the run's event loop,
+  draw the run's sampling seed; close it).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from gemgym.core import Env, Image, MultimodalObservation
 from gemgym.episodes.engine import Engine, EngineStats, EnvSource, EpisodeSpec
-from gemgym.episodes.outcomes import episode_seed
+from gemgym.episodes.outcomes import derive_seed, episode_seed
 from gemgym.episodes.policy import Action, ActRequest
 from gemgym.episodes.record import Episode, ObservationRole, Turn
 from gemgym.errors import ConfigError
@@ -213,9 +213,14 @@ class BackendPolicy:
         """Generate the turn's reply."""
         params = self.sampling
         room = request.max_tokens
+        seed = None
+        if params.seed is not None:  # the engine's seed of the turn, else one from ours
+            seed = request.seed
+            if seed is None:
+                seed = derive_seed(params.seed, request.episode.index, request.turn)
         turn_params = params.replace(
             max_tokens=params.max_tokens if room is None else min(params.max_tokens, room),
-            seed=request.seed if params.seed is not None else None,
+            seed=seed,
         )
         images = request.images
         gen_request = GenerationRequest(

@@ -144,6 +144,8 @@ class Collector:
         )
         self._next_group = 0
         self._seed = seed
+        self.records: list[Episode] = []
+        """Every episode of the last collection, failed ones included."""
 
     @property
     def next_group(self) -> int:
@@ -180,6 +182,7 @@ class Collector:
             for k, g in enumerate(groups)
         ]
         played = sorted(run_sync(lambda: self._engine.play(specs)), key=lambda ep: ep.index)
+        self.records = played
         kept = [ep for ep in played if self.keep_errors or not ep.failed]
         return Batch(kept, [groups[ep.index] for ep in kept], errors=len(played) - len(kept))
 

@@ -28,12 +28,9 @@ def make_collector(
     config: TrainConfig, policy: LMPolicy, num_envs: int, *, seed: int, group_size: int = 1
 ) -> Collector:
     """A collector of ``num_envs`` envs of the config's env (and ``env_kwargs``) for ``policy``,
-    which sees the episodes in progress (a :class:`~gemgym.rl.trainer.hf_policy.ChatPolicy`:
-    every episode of a batch in flight at once through the rollout engine)."""
-    from gemgym.rl.trainer.hf_policy import ChatCollector, ChatPolicy
-
-    cls = ChatCollector if isinstance(policy, ChatPolicy) else Collector
-    return cls(
+    which sees the episodes in progress (a :class:`~gemgym.rl.trainer.hf_policy.ChatPolicy`
+    plays as an engine policy: every episode of a batch in flight at once)."""
+    return Collector(
         config.env_id,
         policy,
         num_envs=num_envs,

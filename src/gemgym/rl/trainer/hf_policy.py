@@ -1,14 +1,15 @@
 """``gemgym train --model PATH``: a Hugging Face chat model trained through :mod:`gemgym.llm`.
 
-With ``TrainConfig.model`` set, the trainer's policy is a :class:`ChatPolicy` and its batches
-come from a :class:`ChatCollector`:
+With ``TrainConfig.model`` set, the trainer's policy is a :class:`ChatPolicy`, an episode
+engine policy (:mod:`gemgym.episodes.policy`) that the trainer's
+:class:`~gemgym.rl.Collector` plays like any other:
 
-* sampling: the rollout engine (:func:`gemgym.llm.rollout.arollout_tokens`) plays every
-  episode of a batch at once over the collector's vector env, with a
-  :class:`~gemgym.llm.transformers_backend.TransformersBackend` on the policy's own model (CPU
-  or GPU) and the model's chat template (:class:`~gemgym.llm.render.ChatRenderer`: sampled ids
-  verbatim, observations rendered by the template);
-* learning: each episode's :class:`~gemgym.llm.record.TokenEpisode` gives the training tokens
+* sampling: every episode of a batch is in flight at once on the episode engine, each turn a
+  request to a :class:`~gemgym.llm.transformers_backend.TransformersBackend` on the policy's
+  own model (CPU or GPU), recorded with the model's chat template by the policy's
+  :attr:`ChatPolicy.recorder` (:class:`~gemgym.llm.render.ChatRenderer`: sampled ids verbatim,
+  observations rendered by the template);
+* learning: each episode's token record gives the training tokens
   (:meth:`~gemgym.llm.record.TokenEpisode.to_tokenized`: the ids the model sampled and was
   conditioned on, observations and template tokens masked out) and the sampled log-probs (the
   behaviour policy of the clipped surrogate); the trainer's advantages (ReBN, GRPO,
@@ -28,27 +29,26 @@ whole model, LoRA adapters merged in, and its tokenizer), which ``from_pretraine
 from __future__ import annotations
 
 import asyncio
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gemgym.episodes.policy import Action, ActRequest
+from gemgym.episodes.record import Episode, ObservationRole, Turn
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.experience import Episode
 from gemgym.llm.backend import SamplingParams
-from gemgym.llm.record import ObservationRole, TokenEpisode, TokenTurn
 from gemgym.llm.render import ChatRenderer
+from gemgym.llm.rollout import BackendPolicy, TokenRecorder
 from gemgym.prompting import model_view
-from gemgym.rl.collector import Batch, Collector
+from gemgym.rl.collector import Collector
 from gemgym.rl.trainer.codec import HFCodec
 from gemgym.rl.trainer.policy import LMPolicy, model_positions
 
 if TYPE_CHECKING:
     import torch
 
-    from gemgym.llm.rollout import RolloutStats
+    from gemgym.llm.transformers_backend import TransformersBackend
     from gemgym.rl.tokens import TokenizedEpisode
     from gemgym.rl.trainer.config import TrainConfig
-    from gemgym.vector import VectorEnv
 
 __all__ = ["ChatCollector", "ChatPolicy", "load_chat_model", "save_hf_model"]
 
@@ -94,9 +94,11 @@ def _text(observation: Any, info: dict[str, Any] | None) -> str:
 class ChatPolicy(LMPolicy):
     """The policy of ``gemgym train --model`` (see the module docstring).
 
-    Batches are played by :class:`ChatCollector` through the rollout engine. As an
-    :class:`LMPolicy` it also acts on episodes in progress (``policy(episodes)``, a plain
-    :class:`~gemgym.rl.Collector`), with the same chat rendering (:meth:`context`).
+    As an engine policy (``async act(request)`` with its :attr:`recorder`), it samples every
+    turn in flight through a :class:`~gemgym.llm.transformers_backend.TransformersBackend`; a
+    run draws its sampling seed from the policy's generator (:meth:`open_run`), so a seeded
+    training run samples the same batches. As an :class:`LMPolicy` it also acts on episodes in
+    progress (``policy(episodes)``), with the same chat rendering (:meth:`context`).
 
     Args:
         model, codec: from :func:`load_chat_model`.
@@ -129,12 +131,18 @@ class ChatPolicy(LMPolicy):
         self.system_prompt = system_prompt
         self.renderer = ChatRenderer(self.tokenizer, system_prompt=system_prompt)
         self.max_context = model_positions(model)
-        self.stats: RolloutStats | None = None
-        """Where the last :meth:`play`'s wall time went (env, rendering, requests)."""
-        # the token record of each episode the policy played: id(episode) -> (ref, record)
-        self._records: dict[int, tuple[weakref.ref[Episode], TokenEpisode]] = {}
+        self._backend: TransformersBackend | None = None
+        self._backend_loop: asyncio.AbstractEventLoop | None = None
+        self._run_policy: BackendPolicy | None = None
+        self._was_training = True
+        self.recorder = TokenRecorder(
+            self.renderer,
+            max_context=self.max_context,
+            model=str(getattr(model, "name_or_path", "")),
+        )
+        """Renders the episodes this policy plays (the engine uses it)."""
 
-    # -- playing through gemgym.llm ------------------------------------------------------------
+    # -- playing on the episode engine ---------------------------------------------------------
     def sampling(self) -> SamplingParams:
         """This batch's sampling settings (temperature 0 when ``greedy``; a fresh base seed
         from the policy's generator, so that a seeded run samples the same batches)."""
@@ -148,66 +156,46 @@ class ChatPolicy(LMPolicy):
             seed=seed,
         )
 
-    def play(
-        self, env: VectorEnv, episodes: int, *, seed: int, group_size: int = 1
-    ) -> list[TokenEpisode]:
-        """Play ``episodes`` episodes on ``env`` (every slot in flight at once; episode ``k``
-        reset with ``seed + k // group_size``) and return their token records."""
-        from gemgym.llm.rollout import RolloutStats, arollout_tokens
+    async def open_run(self) -> None:
+        """Start a run: its sampling settings, and a backend on this event loop."""
         from gemgym.llm.transformers_backend import TransformersBackend
 
-        backend = TransformersBackend(
-            self.model,
-            self.tokenizer,
-            device=str(self.device),
-            max_batch_size=max(1, env.num_envs),
-        )
-        stats = RolloutStats()
+        loop = asyncio.get_running_loop()
+        if self._backend is None or self._backend_loop is not loop:
+            self._backend = TransformersBackend(
+                self.model, self.tokenizer, device=str(self.device), max_batch_size=64
+            )
+            self._backend_loop = loop
         sampling = self.sampling()
+        self.recorder.sampling = sampling.to_dict()
+        self._run_policy = BackendPolicy(self._backend, sampling)
+        self._was_training = self.model.training
 
-        async def main() -> list[TokenEpisode]:
-            try:
-                return await arollout_tokens(
-                    env,
-                    backend,
-                    self.tokenizer,
-                    episodes=episodes,
-                    seed=seed,
-                    group_size=group_size,
-                    sampling=sampling,
-                    system_prompt=self.system_prompt,
-                    stats=stats,
-                )
-            finally:
-                await backend.aclose()
-
-        was_training = self.model.training
+    async def close_run(self) -> None:
+        """End a run: close the backend, give the model back its training mode."""
+        backend, self._backend, self._backend_loop = self._backend, None, None
+        self._run_policy = None
         try:
-            records = asyncio.run(main())
+            if backend is not None:
+                await backend.aclose()
         finally:
-            self.model.train(was_training)  # the backend put it in eval mode
-        self.stats = stats
-        return records
+            self.model.train(self._was_training)  # the backend put it in eval mode
 
-    def remember(self, record: TokenEpisode) -> Episode:
-        """The :class:`~gemgym.experience.Episode` of a token record, which :meth:`tokenize`
-        and :meth:`sampled_log_probs` will read from ``record``."""
-        ep = record.to_episode()
-        if len(self._records) > 10_000:  # forget episodes that no longer exist
-            self._records = {k: v for k, v in self._records.items() if v[0]() is not None}
-        self._records[id(ep)] = (weakref.ref(ep), record)
-        return ep
+    async def act(self, request: ActRequest) -> Action:
+        """One turn, sampled by the run's backend (see :meth:`open_run`)."""
+        if self._run_policy is None:
+            raise ConfigError("ChatPolicy.act is called by the episode engine (open_run first)")
+        return await self._run_policy.act(request)
 
-    def record(self, episode: Episode) -> TokenEpisode:
-        """The token record of ``episode``: the one it was played with, else
-        :meth:`render`."""
-        entry = self._records.get(id(episode))
-        if entry is not None and entry[0]() is episode:
-            return entry[1]
+    def record(self, episode: Episode) -> Episode:
+        """The token record of ``episode``: itself when this policy played it on the engine,
+        else :meth:`render`."""
+        if episode.prompt_ids:
+            return episode
         return self.render(episode)
 
     # -- rendering episodes it did not play ----------------------------------------------------
-    def render(self, episode: Episode, *, ongoing: bool = False) -> TokenEpisode:
+    def render(self, episode: Episode, *, ongoing: bool = False) -> Episode:
         """``episode`` rendered with the chat template as the rollout engine renders what it
         plays: each action's ids are the ones this policy sampled in a ``policy(episodes)``
         call, else its text tokenised and closed with the end-of-turn token. ``ongoing``: the
@@ -215,14 +203,15 @@ class ChatPolicy(LMPolicy):
         r = self.renderer
         first = _text(episode.initial_observation, episode.reset_info)
         prompt, messages = r.prompt(first)
-        rec = TokenEpisode(
+        rec = Episode(
             episode.env_id,
             episode.index,
             episode.seed,
-            str(getattr(self.model, "name_or_path", "")),
-            prompt,
-            prompt_messages=messages,
+            episode.initial_observation,
             reset_info=dict(episode.reset_info),
+            model=str(getattr(self.model, "name_or_path", "")),
+            prompt_ids=prompt,
+            prompt_messages=messages,
         )
         n = len(episode.transitions)
         for t, tr in enumerate(episode.transitions):
@@ -231,17 +220,17 @@ class ChatPolicy(LMPolicy):
             nxt = "" if last else _text(tr.next_observation, tr.info)
             role: ObservationRole = "tool" if tr.info.get("use_tool") else "user"
             rec.turns.append(
-                TokenTurn(
-                    ids,
-                    None,
-                    "stop",
-                    str(tr.action),
-                    reward=tr.reward,
-                    terminated=tr.terminated,
-                    truncated=tr.truncated,
-                    info=tr.info,
+                Turn(
+                    tr.observation,
+                    tr.action,
+                    tr.reward,
+                    tr.terminated,
+                    tr.truncated,
+                    tr.info,
+                    tr.next_observation,
+                    action_ids=ids,
+                    finish_reason="stop",
                     next_ids=r.continuation(ids, None if last else nxt, role),
-                    next_observation=nxt,
                     next_role=role,
                 )
             )
@@ -262,45 +251,19 @@ class ChatPolicy(LMPolicy):
     def sampled_log_probs(self, episode: Episode) -> list[float] | None:
         """The sampled log-probs of the episode's action tokens, in order (``None`` when it
         was not sampled by this policy)."""
-        entry = self._records.get(id(episode))
-        if entry is None or entry[0]() is not episode:
+        if not episode.prompt_ids:
             return super().sampled_log_probs(episode)
         out: list[float] = []
-        for turn in entry[1].turns:
+        for turn in episode.turns:
             if turn.logprobs is None:
                 return None
             out.extend(turn.logprobs)
         return out
 
 
-class ChatCollector(Collector):
-    """Collects a :class:`ChatPolicy`'s batches through the rollout engine: every episode of a
-    batch in flight at once over the collector's vector env (seeds and groups as
-    :class:`~gemgym.rl.Collector`'s)."""
-
-    def __init__(self, env: str | VectorEnv, policy: LMPolicy, **kwargs: Any) -> None:
-        if not isinstance(policy, ChatPolicy):
-            raise ConfigError(f"ChatCollector plays a ChatPolicy, got {type(policy).__name__}")
-        super().__init__(env, policy, **kwargs)
-        self.chat_policy = policy
-        self.records: list[TokenEpisode] = []
-        """The token records of the last batch."""
-
-    def collect(self, num_episodes: int) -> Batch:
-        """Play ``num_episodes`` episodes (a multiple of ``group_size``)."""
-        if num_episodes < 1 or num_episodes % self.group_size:
-            raise ConfigError(
-                f"num_episodes ({num_episodes}) must be a positive multiple of group_size "
-                f"({self.group_size})"
-            )
-        first = self.next_group
-        records = self.chat_policy.play(
-            self.env, num_episodes, seed=self._seed + first, group_size=self.group_size
-        )
-        self.load_state_dict({"next_group": first + num_episodes // self.group_size})
-        self.records = records
-        episodes = [self.chat_policy.remember(r) for r in records]
-        return Batch(episodes, [first + int(r.group or 0) for r in records])
+ChatCollector = Collector
+"""The collector of a :class:`ChatPolicy`: the one :class:`~gemgym.rl.Collector` (kept as a
+name; :attr:`~gemgym.rl.Collector.records` are the last batch's token records)."""
 
 
 def save_hf_model(model: Any, tokenizer: Any, path: str | Path) -> Path:
