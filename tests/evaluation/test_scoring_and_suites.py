@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from gemgym.cli import main
+from gemgym.episodes import ActRequest, EnvAccess, Episode
 from gemgym.errors import ConfigError
-from gemgym.evaluation.agents import BackendAgent, Conversation
+from gemgym.evaluation.agents import BackendAgent
 from gemgym.evaluation.scoring import compare_runs, pass_at_k, summarize
 from gemgym.evaluation.suites import MATH_EVAL, QA_EVAL, resolve
 
@@ -152,7 +153,16 @@ def test_backend_agent_sends_the_board_and_derived_seeds() -> None:
     agent = BackendAgent(backend, system_prompt="play", seed=5)
     from gemgym.prompting import model_view
 
-    reply = asyncio.run(agent.act(Conversation(("h", 0, 0), env), model_view(obs, info)))
+    request = ActRequest(
+        Episode("game:Hangman-v0-easy", 0, 0, obs, reset_info=info),
+        model_view(obs, info),
+        turn=0,
+        slot=0,
+        seed=None,
+        role="user",
+        env=EnvAccess(lambda name: getattr(env, name)()),
+    )
+    reply = asyncio.run(agent.act(request))
     assert reply.action == "\\boxed{3}" and reply.prompt_tokens == 7
     (req,) = backend.requests
     assert req.messages[0] == {"role": "system", "content": "play"}

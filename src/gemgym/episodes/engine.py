@@ -617,6 +617,13 @@ class Engine:
                 finally:
                     st.model_s += time.perf_counter() - t
                 st.requests += action.requests
+                usage = ep.usage
+                usage["requests"] = usage.get("requests", 0) + action.requests
+                if action.prompt_tokens or action.completion_tokens:
+                    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + action.prompt_tokens
+                    usage["completion_tokens"] = (
+                        usage.get("completion_tokens", 0) + action.completion_tokens
+                    )
                 if action.error is not None:
                     return self._fail(ep, "model", action.error, t_start)
                 if (

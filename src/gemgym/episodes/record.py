@@ -175,6 +175,8 @@ class Episode:
         prompt_messages: the chat messages ``prompt_ids`` render.
         sampling: the sampling settings; rendering: see :data:`Rendering`.
         wall_s: seconds from reset to the end.
+        usage: what the model calls cost: ``prompt_tokens``, ``completion_tokens`` and
+            ``requests`` (tries included), summed over the turns.
     """
 
     env_id: str
@@ -195,6 +197,7 @@ class Episode:
     sampling: dict[str, Any] = field(default_factory=dict)
     rendering: Rendering = "incremental"
     wall_s: float = 0.0
+    usage: dict[str, int] = field(default_factory=dict)
 
     # -- outcome -----------------------------------------------------------------------------
     @property
@@ -352,6 +355,8 @@ class Episode:
         }
         if timings:
             d["wall_s"] = self.wall_s
+        if self.usage:
+            d["usage"] = dict(self.usage)
         if self.model or self.prompt_ids:
             d.update(
                 model=self.model,
@@ -387,6 +392,7 @@ class Episode:
             sampling=dict(d.get("sampling", {})),
             rendering=d.get("rendering", "incremental"),
             wall_s=float(d.get("wall_s", 0.0)),
+            usage={str(k): int(v) for k, v in (d.get("usage") or {}).items()},
         )
 
 

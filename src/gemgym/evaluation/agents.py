@@ -1,29 +1,32 @@
-"""The agents of ``gemgym eval``: one async ``act`` per episode turn.
+"""The agents of ``gemgym eval``: episode engine policies, one async ``act`` per turn.
 
 * :class:`ChatAgent`: any OpenAI-compatible chat-completions server, over kept-alive
   HTTP/1.1 connections (one per request in flight), with retries (exponential backoff
   with full jitter) and a per-request timeout;
 * :class:`BackendAgent`: any :class:`gemgym.llm.Backend` (the token-level layer's backends);
-* :class:`RandomAgent` / :class:`OracleAgent`: the env's random action / expert (baselines).
+* :class:`RandomAgent` / :class:`OracleAgent`: the env's random action / expert (baselines),
+  asked through the capability the env grants (:class:`gemgym.episodes.EnvAccess`).
 
-An agent sees what a model is shown (:func:`gemgym.prompting.model_view`), keeps the
-conversation of each episode in its :class:`Conversation`, and reports token usage and latency.
-Each request carries a seed derived from the run seed and the episode's task, sample and turn,
-so a server that honours seeds samples the same answers whatever the concurrency.
+An agent gets an :class:`~gemgym.episodes.ActRequest` each turn: what a model is shown
+(:func:`gemgym.prompting.model_view`), the episode's own ``state`` (where the agent keeps the
+conversation) and the turn's request seed (derived by the engine from the run seed and the
+episode's env, task, sample and turn, so a server that honours seeds samples the same answers
+whatever the concurrency). It answers an :class:`~gemgym.episodes.Action` with its token usage
+and latency.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gemgym.core import MultimodalObservation
+from gemgym.episodes.outcomes import derive_seed
+from gemgym.episodes.policy import Action, ActRequest
 from gemgym.errors import AgentError, ConfigError
 from gemgym.evaluation._http import HttpPool
 from gemgym.llm.servers import RETRY_STATUS, RetryPolicy
@@ -31,49 +34,23 @@ from gemgym.llm.servers import RETRY_STATUS, RetryPolicy
 __all__ = [
     "BackendAgent",
     "ChatAgent",
-    "Conversation",
     "EvalAgent",
     "OracleAgent",
     "RandomAgent",
     "Reply",
-    "request_seed",
 ]
 
-
-def request_seed(*parts: object) -> int:
-    """A stable 31-bit seed from the parts (run seed, env, task, sample, turn)."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") & 0x7FFFFFFF
-
-
-@dataclass
-class Conversation:
-    """One episode as the agent plays it: its messages and identity (for request seeds)."""
-
-    key: tuple[str, int, int]
-    env: Any
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    turn: int = 0
-
-
-@dataclass
-class Reply:
-    """One turn's action with its cost: tokens, seconds waiting, requests sent (tries)."""
-
-    action: Any
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    requests: int = 0
+Reply = Action
+"""One turn's action with its cost (:class:`gemgym.episodes.Action`)."""
 
 
 class EvalAgent(Protocol):
-    """An agent of ``gemgym eval``."""
+    """An agent of ``gemgym eval``: an episode engine policy with a name."""
 
     name: str
 
-    async def act(self, conv: Conversation, view: Any) -> Reply:
-        """The action for ``view`` (the observation as the model sees it) in ``conv``."""
+    async def act(self, request: ActRequest) -> Action:
+        """The action for ``request.view`` in the episode of ``request``."""
         ...
 
     async def aclose(self) -> None:
@@ -81,13 +58,22 @@ class EvalAgent(Protocol):
         ...
 
 
+def _seed(base: int | None, request: ActRequest) -> int | None:
+    """The turn's request seed: the engine's, or one derived from ``base``."""
+    if base is None:
+        return None
+    if request.seed is not None:
+        return request.seed
+    return derive_seed(base, request.episode.index, request.turn)
+
+
 class RandomAgent:
     """The env's ``sample_random_action()`` (a lower baseline)."""
 
     name = "random"
 
-    async def act(self, conv: Conversation, view: Any) -> Reply:
-        return Reply(conv.env.sample_random_action())
+    async def act(self, request: ActRequest) -> Action:
+        return Action(request.env.sample_random_action(), requests=0)
 
     async def aclose(self) -> None:
         """Nothing to release."""
@@ -98,8 +84,8 @@ class OracleAgent:
 
     name = "oracle"
 
-    async def act(self, conv: Conversation, view: Any) -> Reply:
-        return Reply(conv.env.expert_action())
+    async def act(self, request: ActRequest) -> Action:
+        return Action(request.env.expert_action(), requests=0)
 
     async def aclose(self) -> None:
         """Nothing to release."""
@@ -109,15 +95,24 @@ def _content(view: Any) -> Any:
     return view.to_openai_content() if isinstance(view, MultimodalObservation) else view
 
 
-def _user_turn(conv: Conversation, view: Any, system_prompt: str | None, history: bool) -> None:
+def _user_turn(
+    request: ActRequest, system_prompt: str | None, history: bool
+) -> list[dict[str, Any]]:
+    """The episode's messages (kept in ``request.state``) with this turn's observation."""
+    view = request.view
+    state = request.state
     if isinstance(view, list):  # the env returns the whole chat (ChatHistory)
-        conv.messages = [dict(m) for m in view]
-        if system_prompt and not (conv.messages and conv.messages[0].get("role") == "system"):
-            conv.messages.insert(0, {"role": "system", "content": system_prompt})
-        return
-    if not history or not conv.messages:
-        conv.messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    conv.messages.append({"role": "user", "content": _content(view)})
+        messages = [dict(m) for m in view]
+        if system_prompt and not (messages and messages[0].get("role") == "system"):
+            messages.insert(0, {"role": "system", "content": system_prompt})
+        state["messages"] = messages
+        return messages
+    messages = state.get("messages") or []
+    if not history or not messages:
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.append({"role": "user", "content": _content(view)})
+    state["messages"] = messages
+    return messages
 
 
 class ChatAgent:
@@ -183,17 +178,18 @@ class ChatAgent:
         )
         self._jitter = random.Random()
 
-    async def act(self, conv: Conversation, view: Any) -> Reply:
-        _user_turn(conv, view, self.system_prompt, self.history)
-        body = dict(self._body, messages=conv.messages)
-        if self.seed is not None:
-            body["seed"] = request_seed(self.seed, *conv.key, conv.turn)
+    async def act(self, request: ActRequest) -> Action:
+        messages = _user_turn(request, self.system_prompt, self.history)
+        body = dict(self._body, messages=messages)
+        seed = _seed(self.seed, request)
+        if seed is not None:
+            body["seed"] = seed
         reply = await self._post(body)
         if self.history:
-            conv.messages.append({"role": "assistant", "content": reply.action})
+            messages.append({"role": "assistant", "content": reply.action})
         return reply
 
-    async def _post(self, body: dict[str, Any]) -> Reply:
+    async def _post(self, body: dict[str, Any]) -> Action:
         data = json.dumps(body).encode()
         latency = 0.0
         last = ""
@@ -231,7 +227,7 @@ class ChatAgent:
             except (ValueError, KeyError, IndexError, TypeError) as e:
                 raise AgentError(f"the LLM server's answer is not a chat completion: {e}") from e
             usage = payload.get("usage") or {}
-            return Reply(
+            return Action(
                 text,
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
@@ -291,18 +287,19 @@ class BackendAgent:
             ids = ids["input_ids"]
         return [int(i) for i in ids]
 
-    async def act(self, conv: Conversation, view: Any) -> Reply:
+    async def act(self, request: ActRequest) -> Action:
         from gemgym.llm.backend import GenerationRequest
 
-        _user_turn(conv, view, self.system_prompt, self.history)
+        messages = _user_turn(request, self.system_prompt, self.history)
         sampling = self.sampling
-        if self.seed is not None:
-            sampling = sampling.replace(seed=request_seed(self.seed, *conv.key, conv.turn))
+        seed = _seed(self.seed, request)
+        if seed is not None:
+            sampling = sampling.replace(seed=seed)
         t0 = time.perf_counter()
         gen = await self.backend.generate(
             GenerationRequest(
-                prompt_ids=self._prompt_ids(conv.messages),
-                messages=list(conv.messages),
+                prompt_ids=self._prompt_ids(messages),
+                messages=list(messages),
                 sampling=sampling,
             )
         )
@@ -312,8 +309,8 @@ class BackendAgent:
         if self.tokenizer is not None and gen.token_ids:  # the reply without special tokens
             text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
         if self.history:
-            conv.messages.append({"role": "assistant", "content": text})
-        return Reply(
+            messages.append({"role": "assistant", "content": text})
+        return Action(
             text,
             prompt_tokens=int(gen.prompt_tokens),
             completion_tokens=int(gen.completion_tokens),

@@ -1,30 +1,32 @@
-"""The evaluation runner: every (env, task, sample) played as one async episode.
+"""The evaluation runner: every (env, task, sample) played as one episode of the engine.
 
 A run is a list of :class:`Task`: task ``t`` of a dataset env is item ``t`` (``reset(options=
 {"index": t})``); task ``t`` of a seeded env (games, reasoning-gym) is the episode seeded
-``seed + t``. Each task is played ``n`` times (samples). ``concurrency`` episodes are in flight
-at once, each on its own env copy; an episode depends only on its task and sample (its reset
-seed, and the request seeds derived from them), so results are the same at any concurrency.
+``seed + t``. Each task is played ``n`` times (samples). The episodes are played by the episode
+engine (:class:`gemgym.episodes.Engine`): ``concurrency`` in flight, each on its own env copy,
+envs that block (sandboxes, graders, tools) on the engine's own threads. An episode depends
+only on its task and sample (its reset seed, and the request seeds derived from the run seed
+and its env, task, sample and turn), so results are the same at any concurrency.
 
 An episode that fails (the agent gives up after its retries, the env raises) is recorded with
-``status="error"`` and its message; the run goes on. Records are written as episodes end.
+``status="error"``, the stage that failed and the message; the run goes on. Records are written
+as episodes end.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gemgym.errors import AgentError, ConfigError
-from gemgym.evaluation.agents import Conversation, EvalAgent
+from gemgym.episodes.engine import Engine, EnvSource, EpisodeSpec
+from gemgym.episodes.record import Episode, encode_value
+from gemgym.errors import ConfigError
+from gemgym.evaluation.agents import EvalAgent
 from gemgym.evaluation.results import RunDir, record_key
 from gemgym.evaluation.scoring import PRESETS
 from gemgym.evaluation.suites import EvalEnv
-from gemgym.experience import Transition
 from gemgym.prompting import model_view
 
 __all__ = ["EvalConfig", "Runner", "Task", "plan_tasks"]
@@ -96,15 +98,10 @@ def plan_tasks(envs: Sequence[EvalEnv], config: EvalConfig) -> tuple[list[Task],
     return tasks, made
 
 
-def _difficulty(task: Task, env: Any, reset_info: dict[str, Any]) -> str:
+def _difficulty(task: Task, reset_info: dict[str, Any]) -> str:
     for key in ("difficulty", "level"):
         if reset_info.get(key) is not None:
             return str(reset_info[key])
-    item = getattr(env.unwrapped, "item", None)
-    if isinstance(item, dict):
-        for key in ("difficulty", "level"):
-            if item.get(key) is not None:
-                return str(item[key])
     for p in PRESETS:
         if task.env.env_id.endswith("-" + p):
             return p
@@ -115,71 +112,80 @@ def _difficulty(task: Task, env: Any, reset_info: dict[str, Any]) -> str:
 class Runner:
     """Plays tasks with an agent, appending one record per episode to a :class:`RunDir`.
 
-    ``on_record(record)`` is called after each record is written (progress display).
+    ``on_record(record)`` is called after each record is written (progress display). ``envs``:
+    one made env per env name (from :func:`plan_tasks`), played first (copies are made with
+    ``spawn``-free factories as more are needed).
     """
 
     agent: EvalAgent
     config: EvalConfig
     run_dir: RunDir
     on_record: Callable[[dict[str, Any]], None] | None = None
-    envs: dict[str, Any] = field(default_factory=dict)  # one made env per name, reused
-    _idle: dict[str, list[Any]] = field(default_factory=dict)
-    _all: list[Any] = field(default_factory=list)
+    envs: dict[str, Any] = field(default_factory=dict)
+    _engine: Engine | None = None
 
-    def __post_init__(self) -> None:
-        for name, env in self.envs.items():
-            self._idle.setdefault(name, []).append(env)
-            self._all.append(env)
+    def _make_engine(self, tasks: Sequence[Task]) -> Engine:
+        sources: dict[str, EnvSource] = {}
+        for t in tasks:
+            e = t.env
+            if e.name not in sources:
+                made = [self.envs.pop(e.name)] if e.name in self.envs else []
 
-    def _acquire(self, e: EvalEnv) -> Any:
-        idle = self._idle.setdefault(e.name, [])
-        if idle:
-            return idle.pop()
-        env = e.make(search_url=self.config.search_url)
-        self._all.append(env)
-        return env
+                def factory(e: EvalEnv = e, made: list[Any] = made) -> Any:
+                    return made.pop() if made else e.make(search_url=self.config.search_url)
 
-    def _release(self, e: EvalEnv, env: Any, healthy: bool) -> None:
-        if healthy:
-            self._idle[e.name].append(env)
-        else:
-            self._all.remove(env)
-            with contextlib.suppress(Exception):
-                env.close()
+                sources[e.name] = EnvSource.make(factory, env_id=e.env_id)
+        return Engine(
+            self.agent,
+            sources,
+            concurrency=self.config.concurrency,
+            max_turns=self.config.max_turns,
+            seed=self.config.seed,
+        )
 
     async def run(self, tasks: Iterable[Task]) -> int:
         """Play the tasks (``concurrency`` at once); returns how many records were written.
 
         Cancelled (Ctrl-C), it stops the episodes in flight; every record written stays.
         """
-        queue = list(tasks)
-        queue.reverse()
+        todo = list(tasks)
+        if not todo:
+            return 0
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = engine = self._make_engine(todo)
+        specs = [
+            EpisodeSpec(
+                k,
+                t.seed,
+                source=t.env.name,
+                options=None if t.index is None else {"index": t.index},
+                group=t.task,
+                sample=t.sample,
+                key=t.key,
+            )
+            for k, t in enumerate(todo)
+        ]
         written = 0
-
-        async def worker() -> None:
-            nonlocal written
-            while queue:
-                task = queue.pop()
-                record = await self.play(task)
-                self.run_dir.append(record)
-                written += 1
-                if self.on_record is not None:
-                    self.on_record(record)
-
-        workers = [asyncio.create_task(worker()) for _ in range(self.config.concurrency)]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            for w in workers:
-                w.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+        async for ep in engine.play(specs):
+            record = self.record(todo[ep.index], ep)
+            self.run_dir.append(record)
+            written += 1
+            if self.on_record is not None:
+                self.on_record(record)
         return written
 
-    async def play(self, task: Task) -> dict[str, Any]:
-        """Play one episode; a failure becomes a record with ``status="error"``."""
-        env = self._acquire(task.env)
-        t0 = time.perf_counter()
-        record: dict[str, Any] = {
+    def record(self, task: Task, ep: Episode) -> dict[str, Any]:
+        """The run-folder record of ``task`` played as ``ep``."""
+        transitions = []
+        info = ep.reset_info
+        for t in ep.turns:  # each observation as the model was shown it
+            d = t.to_dict()
+            d["observation"] = encode_value(model_view(t.observation, info))
+            del d["next_observation"]
+            transitions.append(d)
+            info = t.info
+        return {
             "env": task.env.name,
             "env_id": task.env.env_id,
             "tool": task.env.tool,
@@ -187,72 +193,35 @@ class Runner:
             "sample": task.sample,
             "seed": task.seed,
             "index": task.index,
-            "difficulty": "all",
-            "status": "ok",
-            "error": None,
-            "return": 0.0,
-            "success": False,
-            "turns": 0,
-            "cut": False,
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-            "latency_s": 0.0,
-            "requests": 0,
+            "difficulty": _difficulty(task, ep.reset_info),
+            "status": "error" if ep.failed else "ok",
+            "error": ep.error,
+            "error_stage": ep.error_stage,
+            "finish_reason": ep.finish_reason,
+            "truncation": ep.truncation,
+            "return": ep.total_return,
+            "success": ep.success,
+            "turns": ep.length,
+            "cut": ep.truncation == "max_turns",
+            "usage": {
+                "prompt_tokens": ep.usage.get("prompt_tokens", 0),
+                "completion_tokens": ep.usage.get("completion_tokens", 0),
+            },
+            "latency_s": sum(t.latency_s for t in ep.turns),
+            "requests": ep.usage.get("requests", 0),
+            "wall_s": ep.wall_s,
+            "transitions": transitions,
         }
-        transitions: list[dict[str, Any]] = []
-        healthy = True
-        try:
-            options = None if task.index is None else {"index": task.index}
-            obs, info = await env.areset(seed=task.seed, options=options)
-            record["difficulty"] = _difficulty(task, env, info)
-            conv = Conversation(task.key, env)
-            threaded = type(env.unwrapped).__module__ == "gemgym.envs.code"
-            while True:
-                view = model_view(obs, info)
-                reply = await self.agent.act(conv, view)
-                record["usage"]["prompt_tokens"] += reply.prompt_tokens
-                record["usage"]["completion_tokens"] += reply.completion_tokens
-                record["latency_s"] += reply.latency_s
-                record["requests"] += reply.requests
-                if threaded:
-                    step = await asyncio.to_thread(env.step, reply.action)
-                else:
-                    step = await env.astep(reply.action)
-                obs, reward, terminated, truncated, info = step
-                conv.turn += 1
-                transitions.append(
-                    Transition(view, reply.action, reward, terminated, truncated, info).to_dict()
-                )
-                record["return"] += float(reward)
-                if terminated or truncated:
-                    record["success"] = bool(
-                        info.get("success", bool(terminated) and float(reward) > 0)
-                    )
-                    break
-                if self.config.max_turns is not None and conv.turn >= self.config.max_turns:
-                    record["cut"] = True
-                    break
-        except asyncio.CancelledError:
-            healthy = False
-            raise
-        except AgentError as e:
-            record["status"], record["error"] = "error", str(e)
-        except Exception as e:
-            healthy = False
-            record["status"], record["error"] = "error", f"{type(e).__name__}: {e}"
-        finally:
-            self._release(task.env, env, healthy)
-        record["turns"] = len(transitions)
-        record["wall_s"] = time.perf_counter() - t0
-        record["transitions"] = transitions
-        return record
 
     def close(self) -> None:
         """Close every env made."""
-        for env in self._all:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        for env in self.envs.values():
             with contextlib.suppress(Exception):
                 env.close()
-        self._all.clear()
-        self._idle.clear()
+        self.envs.clear()
 
 
 def pending(tasks: Sequence[Task], records: Iterable[dict[str, Any]]) -> list[Task]:

@@ -244,6 +244,8 @@ class BackendPolicy:
             finish_reason=gen.finish_reason,
             retokenized=gen.retokenized,
             latency_s=gen.latency_s or time.perf_counter() - t,
+            prompt_tokens=int(gen.prompt_tokens),
+            completion_tokens=int(gen.completion_tokens),
         )
 
 
