@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -131,3 +131,50 @@ def test_rebn_advantages_are_per_token(tiny_model: Path, tmp_path: Path) -> None
         tail = torch.as_tensor(want[i][len(ep.prompt_ids) :], dtype=torch.float32)
         n = min(len(tail), adv.shape[1])
         assert torch.allclose(seen[-1][i, :n], tail[:n], atol=1e-5)
+
+
+class _BrokenEnv(VarietyEnv):
+    """Its step raises in the first episode reset with seed 7 (one episode of that group)."""
+
+    fail: ClassVar[list[int]] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        self.broken = seed == 7 and bool(_BrokenEnv.fail) and bool(_BrokenEnv.fail.pop())
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: str) -> Any:
+        if self.broken and self.t >= 1:
+            raise RuntimeError("the env broke")
+        return super().step(action)
+
+
+def test_failed_episodes_are_left_out_of_training(tiny_model: Path, tmp_path: Path) -> None:
+    trainer = GemgymGRPOTrainer(
+        str(tiny_model), _BrokenEnv, _config(tmp_path, 1), num_tasks=2, max_turns=3,
+        advantage="rebn",
+    )  # fmt: skip
+    rows = [{"env": "env", "seed": 7}] * 2 + [{"env": "env", "seed": 8}] * 2
+    _BrokenEnv.fail = [1]
+    episodes = trainer.play(rows)
+    assert sorted(e.failed for e in episodes) == [False, False, False, True]
+    bad = next(i for i, e in enumerate(episodes) if e.failed)
+    mate = 1 - bad  # the other episode of its group
+    assert episodes[bad].error_stage == "step" and "the env broke" in str(episodes[bad].error)
+    assert episodes[bad].num_action_tokens > 0  # it sampled before its env broke
+    groups = [(r["env"], r["seed"]) for r in rows]
+    out = episodes_to_rollout(episodes, 0, groups=groups)
+    # no loss on its tokens, and its group's mean return is its mate's alone
+    assert sum(out["env_mask"][bad]) == 0
+    assert out["env_return"][bad] == pytest.approx(episodes[mate].total_return)
+    for i in range(4):
+        if i != bad:
+            assert sum(out["env_mask"][i]) == episodes[i].num_action_tokens
+            assert out["env_return"][i] == episodes[i].total_return
+    kept = episodes_to_rollout(episodes, 0, groups=groups, keep_errors=True)
+    assert sum(kept["env_mask"][bad]) == episodes[bad].num_action_tokens
+    assert kept["env_return"][bad] == episodes[bad].total_return
+    # gemgym's estimators: no advantage for it, the others' computed without it
+    trainer.gemgym_episodes, trainer._gemgym_rows = episodes, rows
+    adv = trainer._token_advantages(torch.zeros((4, 64), dtype=torch.long))
+    assert torch.count_nonzero(adv[bad]) == 0
+    assert all(torch.count_nonzero(adv[i]) > 0 for i in range(4) if i != bad)

@@ -22,11 +22,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gemgym.core import Env
+from gemgym.core import Env, blocks_loop
+from gemgym.episodes.outcomes import Stage, is_success, turn_cap_reached
 from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.prompting import model_view
 
@@ -210,11 +212,17 @@ class StepOutcome:
 
 
 class TextEpisode:
-    """One episode of a gemgym env, driven with the model's text replies.
+    """One episode of a gemgym env, driven with the model's text replies, for frameworks whose
+    own loop drives the env (OpenRLHF, Tinker, verifiers).
 
-    ``reset()`` returns the first observation as text; ``step(text)`` plays one reply. Rewards
-    accumulate in :attr:`rewards` (one per step). The env is built on first use and closed when
-    the episode ends (or by :meth:`close`).
+    ``reset()`` returns the first observation as text; ``step(text)`` plays one reply (async:
+    :meth:`areset`, :meth:`astep`, which run a blocking env, :func:`gemgym.core.blocks_loop`,
+    on a thread as the episode engine does). Rewards accumulate in :attr:`rewards` (one per
+    step). The env is built on first use and closed when the episode ends (or by :meth:`close`).
+
+    A step that raises ends the episode as the engine ends a failed one: the outcome is
+    truncated with reward 0, :attr:`error` and :attr:`error_stage` say what broke, and
+    :attr:`failed` is true, so the framework's loop goes on.
     """
 
     def __init__(self, factory: EnvFactory, seed: int | None = None) -> None:
@@ -224,11 +232,18 @@ class TextEpisode:
         self.rewards: list[float] = []
         self.last: StepOutcome | None = None
         self.reset_info: dict[str, Any] = {}
+        self.error: str | None = None
+        self.error_stage: Stage | None = None
 
     @property
     def done(self) -> bool:
         """Whether the episode has ended."""
         return self.last is not None and self.last.done
+
+    @property
+    def failed(self) -> bool:
+        """Whether the episode ended in an error."""
+        return self.error is not None
 
     @property
     def total_return(self) -> float:
@@ -237,10 +252,14 @@ class TextEpisode:
 
     @property
     def success(self) -> bool:
-        """The env's ``info["success"]`` after the last step (else: ended with reward > 0)."""
-        if self.last is None:
+        """:func:`gemgym.episodes.is_success` of the last step (never for a failed episode)."""
+        if self.last is None or self.failed:
             return False
-        return bool(self.last.info.get("success", self.last.terminated and self.last.reward > 0))
+        return is_success(self.last.info, self.last.terminated, self.last.reward)
+
+    def turn_cap_reached(self, max_turns: int | None) -> bool:
+        """Whether the episode has played ``max_turns`` turns (the engine's turn cap)."""
+        return turn_cap_reached(len(self.rewards), max_turns)
 
     def reset(self) -> str:
         """Start the episode; returns the first observation as text."""
@@ -248,13 +267,53 @@ class TextEpisode:
             self._env = self._factory()
         obs, info = self._env.reset(seed=self.seed)
         self.rewards, self.last, self.reset_info = [], None, dict(info)
+        self.error = self.error_stage = None
         return observation_text(obs, info)
+
+    async def areset(self) -> str:
+        """Async :meth:`reset` (a blocking env resets on a thread)."""
+        return await asyncio.to_thread(self.reset) if self._blocks() else self.reset()
 
     def step(self, text: str) -> StepOutcome:
         """Play one reply; the env is closed once the episode ends."""
+        env = self._check()
+        try:
+            result = env.step(text)
+        except Exception as e:  # an env that breaks ends its own episode only
+            return self._fail(e)
+        return self._record(*result)
+
+    async def astep(self, text: str) -> StepOutcome:
+        """Async :meth:`step` (a blocking env steps on a thread, else its ``astep``)."""
+        env = self._check()
+        try:
+            if self._blocks():
+                result = await asyncio.to_thread(env.step, text)
+            else:
+                result = await env.astep(text)
+        except Exception as e:
+            return self._fail(e)
+        return self._record(*result)
+
+    def close(self) -> None:
+        """Close the env (idempotent)."""
+        if self._env is not None:
+            env, self._env = self._env, None
+            env.close()
+
+    def _blocks(self) -> bool:
+        if self._env is None:
+            self._env = self._factory()
+        return blocks_loop(self._env)
+
+    def _check(self) -> Env[Any, Any]:
         if self._env is None or self.done:
             raise ResetNeeded("the episode has ended (or was never reset); call reset() first")
-        obs, reward, terminated, truncated, info = self._env.step(text)
+        return self._env
+
+    def _record(
+        self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> StepOutcome:
         out = StepOutcome(
             observation_text(obs, info), float(reward), bool(terminated), bool(truncated), info
         )
@@ -264,11 +323,14 @@ class TextEpisode:
             self.close()
         return out
 
-    def close(self) -> None:
-        """Close the env (idempotent)."""
-        if self._env is not None:
-            env, self._env = self._env, None
-            env.close()
+    def _fail(self, exc: Exception) -> StepOutcome:
+        from gemgym.episodes.engine import error_stage
+
+        self.error_stage = error_stage(exc, "step")
+        self.error = f"{type(exc).__name__}: {exc}"
+        return self._record(
+            "", 0.0, False, True, {"error": self.error, "error_stage": self.error_stage}
+        )
 
 
 @dataclass(slots=True)

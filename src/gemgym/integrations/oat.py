@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
+from gemgym.episodes.outcomes import derive_seed
 from gemgym.errors import ConfigError, DependencyNotInstalled, missing_dependency
 from gemgym.integrations.common import EnvFactory, env_names, named_envs
 
@@ -93,6 +94,9 @@ class GemgymOatArgs(PPOArgs):  # type: ignore[misc]
     """A system message before the first observation."""
     vector_backend: str = "sync"
     """How each actor steps its envs: sync, thread or process."""
+    keep_errors: bool = False
+    """Train on failed episodes too (their env or model call broke; by default they are left
+    out, and counted in ``actor/gemgym_failed_episodes``)."""
     eval_env: str = ""
     """Envs to evaluate on (default: the training envs)."""
     eval_episodes: int = 16
@@ -174,7 +178,7 @@ class GemgymOatActor(PPOMultiTurnActor):  # type: ignore[misc]
         self._venvs: dict[tuple[str, str], Any] = {}
         self.backend = self.make_backend()
         # a separate stream of reset seeds per actor: actors never replay each other's states
-        self._next_seed = int(args.seed) + 1_000_003 * int(actor_id)
+        self._next_seed = derive_seed(int(args.seed), "actor", int(actor_id)) or 0
 
     def make_backend(self) -> Any:
         """The backend episodes sample from: Oat's vLLM engine (LoRA adapters included)."""
@@ -269,8 +273,8 @@ class GemgymOatActor(PPOMultiTurnActor):  # type: ignore[misc]
             played = self.play("train", self.train_envs, args.num_envs, seed, evaluation=False)
             for name, eps in played.items():
                 for ep in eps:
-                    if ep.finish_reason == "error" or not ep.turns:
-                        failed += 1  # a failed request or no room for a first turn
+                    if not ep.turns or (ep.failed and not args.keep_errors):
+                        failed += 1  # a failed episode, or no room for a first turn
                         continue
                     per_env[name].append(ep)
                     kept.append(ep)

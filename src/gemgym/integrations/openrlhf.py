@@ -112,14 +112,14 @@ class GemgymAgentInstance(AgentInstanceBase):  # type: ignore[misc]
                 f"label names env {label['env']!r}; GEMGYM_ENVS has {list(self.factories)}"
             )
         self.episode = TextEpisode(factory, seed=int(label["seed"]))
-        self.episode.reset()  # the prompt already holds this observation, rendered
+        await self.episode.areset()  # the prompt already holds this observation, rendered
         return {"observation": states["observation"]}
 
     async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         if self.episode is None:
             raise ConfigError("step before reset")
-        outcome = self.episode.step(str(states["action_text"]))
-        done = outcome.done or len(self.episode.rewards) >= self.max_turns
+        outcome = await self.episode.astep(str(states["action_text"]))
+        done = outcome.done or self.episode.turn_cap_reached(self.max_turns)
         role = "tool" if outcome.info.get("use_tool") else "user"
         feedback = self._turn_end
         if not done:

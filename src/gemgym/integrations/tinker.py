@@ -68,16 +68,14 @@ class GemgymMessageEnv(MessageEnv):  # type: ignore[misc]
             if self.system_prompt is None
             else [{"role": "system", "content": self.system_prompt}]
         )
-        self.messages = [*head, {"role": "user", "content": self.episode.reset()}]
+        self.messages = [*head, {"role": "user", "content": await self.episode.areset()}]
         return list(self.messages)
 
     async def step(self, message: dict[str, Any]) -> Any:
         text = renderers.get_text_content(message)
-        outcome = self.episode.step(text)
+        outcome = await self.episode.astep(text)
         self.messages.append({"role": "assistant", "content": text})
-        done = outcome.done or (
-            self.max_turns is not None and len(self.episode.rewards) >= self.max_turns
-        )
+        done = outcome.done or self.episode.turn_cap_reached(self.max_turns)
         if not done:
             self.messages.append({"role": "user", "content": outcome.observation})
         else:

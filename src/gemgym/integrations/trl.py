@@ -44,6 +44,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gemgym.episodes.outcomes import derive_seed
 from gemgym.errors import ConfigError, missing_dependency
 from gemgym.integrations.common import (
     EnvsArg,
@@ -74,13 +75,24 @@ ADVANTAGES: tuple[str, ...] = ("grpo", "rebn", "rebn_group", "reinforce", "drgrp
 (:mod:`gemgym.rl.advantages`) over turns, broadcast onto the action tokens."""
 
 
-def episodes_to_rollout(episodes: Sequence[TokenEpisode], eos_token_id: int) -> dict[str, Any]:
+def episodes_to_rollout(
+    episodes: Sequence[TokenEpisode],
+    eos_token_id: int,
+    *,
+    keep_errors: bool = False,
+    groups: Sequence[Any] | None = None,
+) -> dict[str, Any]:
     """The ``rollout_func`` output for ``episodes``: one row per episode.
 
     ``completion_ids`` is everything after the first prompt, except the context the template
     adds after the last action (no model conditions on it); an episode that produced no token
     (its first request failed) gets one masked ``eos_token_id`` so TRL's tensors stay
     rectangular, and return 0.
+
+    A failed episode (``finish_reason == "error"``: its env or model call broke) is left out of
+    training unless ``keep_errors``: its ``env_mask`` is all 0 (no loss on its tokens) and its
+    ``env_return`` is the mean return of the other episodes of its group (``groups``: one key
+    per episode, e.g. ``(env, seed)``), so it neither earns an advantage nor shifts its group's.
     """
     out: dict[str, list[Any]] = {
         "prompt_ids": [],
@@ -90,13 +102,26 @@ def episodes_to_rollout(episodes: Sequence[TokenEpisode], eos_token_id: int) -> 
         "env_return": [],
         "gemgym_finish": [],
     }
-    for ep in episodes:
+    keys = list(groups) if groups is not None else list(range(len(episodes)))
+    if len(keys) != len(episodes):
+        raise ConfigError(f"{len(keys)} group keys for {len(episodes)} episodes")
+    drop = [ep.failed and not keep_errors for ep in episodes]
+    kept: dict[Any, list[float]] = {}
+    for key, ep, dropped in zip(keys, episodes, drop, strict=True):
+        if not dropped:
+            kept.setdefault(key, []).append(ep.total_return)
+    for key, ep, dropped in zip(keys, episodes, drop, strict=True):
         view = completion_view(ep, eos_token_id)
         out["prompt_ids"].append(view.prompt_ids)
         out["completion_ids"].append(view.response_ids)
         out["logprobs"].append(view.logprobs)
-        out["env_mask"].append(view.mask)
-        out["env_return"].append(ep.total_return)
+        if dropped:
+            others = kept.get(key, [])
+            out["env_mask"].append([0] * len(view.mask))
+            out["env_return"].append(sum(others) / len(others) if others else 0.0)
+        else:
+            out["env_mask"].append(view.mask)
+            out["env_return"].append(ep.total_return)
         out["gemgym_finish"].append(ep.finish_reason)
     return out
 
@@ -125,6 +150,9 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         sampling: overrides of :class:`gemgym.llm.SamplingParams` (default: the config's
             ``temperature``, ``top_p`` and ``max_completion_length`` per turn).
         episode_log: a list the trainer appends every played :class:`TokenEpisode` to.
+        keep_errors: train on failed episodes too (``finish_reason == "error"``: their env or
+            model call broke) with their partial return; by default they are left out (no loss
+            on their tokens, no advantage; see :func:`episodes_to_rollout`).
         **kwargs: passed to ``GRPOTrainer`` (``processing_class``, ``callbacks``, ...).
     """
 
@@ -143,6 +171,7 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         gamma: float = 1.0,
         sampling: Mapping[str, Any] | None = None,
         episode_log: list[TokenEpisode] | None = None,
+        keep_errors: bool = False,
         **kwargs: Any,
     ) -> None:
         if advantage not in ADVANTAGES:
@@ -166,6 +195,7 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self.gemgym_sampling = dict(sampling or {})
         self.gemgym_episodes: list[TokenEpisode] = []
         self.gemgym_episode_log = episode_log
+        self.gemgym_keep_errors = keep_errors
         self._gemgym_rows: list[dict[str, Any]] = []
         super().__init__(
             model=model,
@@ -191,11 +221,19 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         episodes = self.gemgym_episodes
         rows = self._gemgym_rows
         groups = [(str(r["env"]), int(r["seed"])) for r in rows]
+        # failed episodes are left out of the estimate and get no advantage (keep_errors: kept)
+        kept = [i for i, ep in enumerate(episodes) if self.gemgym_keep_errors or not ep.failed]
+        if not kept:
+            return torch.zeros(completion_ids.shape, dtype=torch.float32).to(completion_ids.device)
         advs = token_advantages(
-            episodes, self.gemgym_advantage, gamma=self.gemgym_gamma, group_ids=groups
+            [episodes[i] for i in kept],
+            self.gemgym_advantage,
+            gamma=self.gemgym_gamma,
+            group_ids=[groups[i] for i in kept],
         )
         out = torch.zeros(completion_ids.shape, dtype=torch.float32)
-        for i, (ep, a) in enumerate(zip(episodes, advs, strict=True)):
+        for i, a in zip(kept, advs, strict=True):
+            ep = episodes[i]
             tail = a[len(ep.prompt_ids) :]
             width = min(len(tail), out.shape[1])
             out[i, :width] = torch.as_tensor(tail[:width], dtype=torch.float32)
@@ -222,7 +260,7 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         }
         sampling = SamplingParams(**settings)
         # one sampling seed per group and step: episodes differ across groups and updates
-        base_seed = int(self.args.seed) * 1_000_003 + int(self.state.global_step) * 10_007
+        step_seed = derive_seed(int(self.args.seed), "step", int(self.state.global_step))
         groups: dict[tuple[str, int], list[int]] = {}
         for i, r in enumerate(rows):
             groups.setdefault((str(r["env"]), int(r["seed"])), []).append(i)
@@ -242,7 +280,7 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                     episodes=n,
                     seed=seed,
                     group_size=n,
-                    sampling=sampling.replace(seed=base_seed + 101 * k),
+                    sampling=sampling.replace(seed=derive_seed(step_seed, "group", k)),
                     system_prompt=self.gemgym_system_prompt,
                     max_turns=self.gemgym_max_turns,
                 )
@@ -350,7 +388,12 @@ def _rollout_func(prompts: list[Any], trainer: GemgymGRPOTrainer) -> dict[str, A
     trainer.gemgym_episodes = episodes
     if trainer.gemgym_episode_log is not None:
         trainer.gemgym_episode_log.extend(episodes)
-    return episodes_to_rollout(episodes, int(_tokenizer(trainer).eos_token_id))
+    return episodes_to_rollout(
+        episodes,
+        int(_tokenizer(trainer).eos_token_id),
+        keep_errors=trainer.gemgym_keep_errors,
+        groups=[(str(r["env"]), int(r["seed"])) for r in rows],
+    )
 
 
 def _tokenizer(trainer: Any) -> Any:

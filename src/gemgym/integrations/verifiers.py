@@ -149,15 +149,15 @@ class GemgymEnv(vf.Env[GemgymEnvConfig]):  # type: ignore[misc]
         info = task.data.info
         factory = named_envs(str(info["envs"]))[str(info["env"])]
         episode = TextEpisode(factory, seed=int(info["seed"]))
-        episode.reset()  # the task's prompt is this observation
+        await episode.areset()  # the task's prompt is this observation
         turns = 0
         try:
             async with agents.player.interaction(task) as interaction:
                 segment = await interaction.turn()
                 while not segment.terminated:
-                    outcome = episode.step(segment.last_reply)
+                    outcome = await episode.astep(segment.last_reply)
                     turns += 1
-                    if outcome.done or turns >= int(info["max_turns"]):
+                    if outcome.done or episode.turn_cap_reached(int(info["max_turns"])):
                         break
                     segment = await interaction.turn(outcome.observation)
         finally:

@@ -86,6 +86,11 @@ class VerlServerBackend:
 class GemgymAgentLoop(AgentLoopBase):  # type: ignore[misc]
     """One gemgym episode per sample (see the module docstring)."""
 
+    keep_errors: bool = False
+    """Train on failed episodes too (their env or model call broke). By default a failed
+    episode is left out of training: no loss on its tokens (``response_mask`` all 0) and reward
+    0; set it on a subclass (registered under another name) to keep them."""
+
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         from gemgym.llm.backend import SamplingParams
         from gemgym.llm.rollout import arollout_tokens
@@ -119,18 +124,20 @@ class GemgymAgentLoop(AgentLoopBase):  # type: ignore[misc]
             venv.close()
         view = completion_view(episode, int(self.tokenizer.pad_token_id or 0))
         n = response_length  # verl's budget for the whole response, every turn included
+        left_out = episode.failed and not self.keep_errors
         return AgentLoopOutput(
             prompt_ids=view.prompt_ids,
             response_ids=view.response_ids[:n],
-            response_mask=view.mask[:n],
+            response_mask=[0] * len(view.mask[:n]) if left_out else view.mask[:n],
             response_logprobs=view.logprobs[:n],
-            reward_score=episode.total_return,
+            reward_score=0.0 if left_out else episode.total_return,
             num_turns=2 * len(episode.turns) + 1,
             metrics=AgentLoopMetrics(generate_sequences=time.perf_counter() - t0),
             extra_fields={
                 "turn_scores": episode.rewards,
                 "tool_rewards": [],
                 "gemgym_finish": episode.finish_reason,
+                "gemgym_error_stage": episode.error_stage,
                 "gemgym_success": float(episode.success),
             },
         )
