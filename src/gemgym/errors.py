@@ -18,6 +18,7 @@ against upstream GEM (which raised plain ``ValueError`` and ``ImportError``) kee
     ├── SandboxError                  code execution could not be set up (not: the code failed)
     │   └── SandboxUnavailableError   no isolating backend on this machine; says what to install
     ├── ToolError                     a tool could not be set up (bad server, bad config)
+    ├── GradingError                  an env's grader could not grade (not the model's fault)
     ├── VectorEnvError                a vector env was misused or lost a worker beyond recovery
     ├── AgentError                    an agent could not produce actions for a turn
     │   └── ModelUnavailableError     the model cannot be reached at all; the run stops
@@ -42,6 +43,7 @@ __all__ = [
     "DuplicateEnvError",
     "EnvNotFoundError",
     "GemGymError",
+    "GradingError",
     "InvalidEnvIdError",
     "ModelUnavailableError",
     "RegistryError",
@@ -110,6 +112,11 @@ class SandboxUnavailableError(SandboxError):
 
 class ToolError(GemGymError):
     """A tool could not be set up (bad configuration, unreachable server at construction)."""
+
+
+class GradingError(GemGymError):
+    """An env's grader could not grade (its worker processes did not start, a sandbox could
+    not run the tests): not the model's fault, so the episode fails with stage ``"grade"``."""
 
 
 class VectorEnvError(GemGymError):

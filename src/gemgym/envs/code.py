@@ -247,6 +247,8 @@ class CodeEnv(DatasetEnv[str]):
 
     required_fields = ("question", "tests")
 
+    blocking_io = True  # grading runs the program in the sandbox
+
     def __init__(
         self,
         dataset: DatasetSource = None,
@@ -284,6 +286,10 @@ class CodeEnv(DatasetEnv[str]):
     def sandbox(self) -> Sandbox:
         """The sandbox tests run in."""
         return self._sandbox if self._sandbox is not None else shared_sandbox(self.backend)
+
+    def warmup(self) -> None:
+        """Set up the sandbox now (its checks and workers), not in the first grading."""
+        _ = self.sandbox
 
     def observe(self, item: Item) -> str:
         question = str(item["question"])

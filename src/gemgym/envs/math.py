@@ -38,11 +38,12 @@ threads, its pool mode kept one process per env); ``1e3`` ≡ ``1000`` (GEM judg
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gemgym.envs._dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
-from gemgym.errors import ConfigError
+from gemgym.errors import ConfigError, GemGymError
 from gemgym.registry import register
 
 if TYPE_CHECKING:
@@ -98,6 +99,14 @@ class MathGradingMixin:
     timeout: float
     item: Item | None
     rng: random.Random
+    blocking_io = True  # math-verify runs in the grading pool's processes
+
+    def warmup(self) -> None:
+        """Start the grading pool (its warm template and a worker) now, not in a first step."""
+        from gemgym.grading.pool import default_pool
+
+        with contextlib.suppress(ImportError, GemGymError):  # the first grading says why
+            default_pool().warm_up()
 
     def grade(self, action: str, item: Item) -> tuple[float, dict[str, Any]]:
         """Reward and info for ``action`` (see the module docstring)."""

@@ -47,7 +47,7 @@ from gemgym.core import Env, blocks_loop
 from gemgym.episodes.outcomes import Stage, check_max_turns, derive_seed, turn_cap_reached
 from gemgym.episodes.policy import Action, ActRequest, BatchPolicy, EnvAccess, Policy, as_action
 from gemgym.episodes.record import Episode, ObservationRole, Turn
-from gemgym.errors import ConfigError, ModelUnavailableError, ToolError
+from gemgym.errors import ConfigError, GradingError, ModelUnavailableError, ToolError
 from gemgym.prompting import model_view
 
 if TYPE_CHECKING:
@@ -150,10 +150,7 @@ def error_stage(exc: BaseException, default: Stage) -> Stage:
     ``"tool"``, a grader's ``"grade"``."""
     if isinstance(exc, ToolError):
         return "tool"
-    from gemgym import errors
-
-    grading = getattr(errors, "GradingError", None)
-    if grading is not None and isinstance(exc, grading):
+    if isinstance(exc, GradingError):
         return "grade"
     return default
 

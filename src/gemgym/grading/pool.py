@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from gemgym.errors import GemGymError, missing_dependency
+from gemgym.errors import GradingError, missing_dependency
 
 __all__ = ["GradingPool", "default_pool"]
 
@@ -154,7 +154,7 @@ class GradingPool:
             import math_verify  # noqa: F401
         except ImportError as e:
             raise missing_dependency("math-verify", "math") from e
-        raise GemGymError(
+        raise GradingError(
             "the math grading process did not start; run "
             "`python -c 'import math_verify'` to see why"
         )

@@ -275,6 +275,8 @@ class OpenEnvEnv(Env[str, str]):
 
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "category": "remote"}
 
+    blocking_io = True  # reset and step wait on the server
+
     def __init__(
         self,
         base_url: str,

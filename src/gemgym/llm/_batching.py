@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from gemgym.errors import BackendError, ConfigError
 from gemgym.llm.backend import BackendCapabilities, Generation, GenerationRequest
@@ -33,7 +35,8 @@ class _Pending:
 class BatchQueue:
     """Queue requests and run them in batches of at most ``max_batch_size``.
 
-    A batch that raises fails its own requests (``finish_reason="error"``), not the queue.
+    A batch that raises is split: each of its requests is tried alone, and only those that
+    raise again fail (``finish_reason="error"``); the queue goes on.
     """
 
     def __init__(self, run_batch: RunBatch, max_batch_size: int) -> None:
@@ -44,6 +47,7 @@ class BatchQueue:
         self._pending: list[_Pending] = []
         self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self.closed = False
 
     async def submit(self, request: GenerationRequest) -> Generation:
@@ -69,16 +73,35 @@ class BatchQueue:
                 continue
             batch = self._pending[: self.max_batch_size]
             del self._pending[: len(batch)]
-            try:
-                gens = await asyncio.to_thread(self._run_batch, [p.request for p in batch])
-            except Exception as e:  # one failed batch fails its requests, not the worker
-                msg = f"{type(e).__name__}: {e}"
-                gens = [Generation.failed(msg) for _ in batch]
+            gens = await self._in_thread(self._generate, [p.request for p in batch])
             now = time.perf_counter()
             for p, g in zip(batch, gens, strict=True):
                 g.latency_s = now - p.sent
                 if not p.future.done():
                     p.future.set_result(g)
+
+    async def _in_thread(self, fn: Callable[..., list[Generation]], *args: Any) -> list[Generation]:
+        """``fn(*args)`` on the queue's own thread (not asyncio's default pool, which env
+        tools may share), so model batches never wait behind other work."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="gemgym-model")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _generate(self, requests: list[GenerationRequest]) -> list[Generation]:
+        """One batch; a batch that raises is split and each request tried alone, so one bad
+        request fails alone (blocking: runs on the queue's thread)."""
+        try:
+            return self._run_batch(requests)
+        except Exception as e:
+            if len(requests) == 1:
+                return [Generation.failed(f"{type(e).__name__}: {e}")]
+        out: list[Generation] = []
+        for r in requests:
+            try:
+                out.extend(self._run_batch([r]))
+            except Exception as e:  # this request itself fails
+                out.append(Generation.failed(f"{type(e).__name__}: {e}"))
+        return out
 
     async def aclose(self) -> None:
         """Stop the batching task; pending requests fail. Idempotent."""
@@ -91,6 +114,9 @@ class BatchQueue:
             self._wake.set()
         if self._worker is not None:
             await asyncio.gather(self._worker, return_exceptions=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
 
 
 class BatchedBackend:

@@ -104,6 +104,10 @@ class Tool(abc.ABC):
     name: str = "tool"
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS
     """Observations are cut to this many characters (see :func:`truncate_output`)."""
+    blocking_io: bool = False
+    """Whether :meth:`execute` waits on I/O or works hard (a sandbox, a search index, a
+    server); a :class:`~gemgym.wrappers.ToolEnvWrapper` with such a tool declares
+    :attr:`gemgym.Env.blocking_io`, so the episode engine steps it on its own threads."""
 
     @abc.abstractmethod
     def instructions(self) -> str:
@@ -125,6 +129,9 @@ class Tool(abc.ABC):
 
     def reset(self) -> None:
         """A new episode starts: clear per-episode state."""
+
+    def warmup(self) -> None:
+        """Start now what the first call would start (a sandbox); idempotent."""
 
     def close(self) -> None:
         """Release resources (processes, connections). Idempotent."""

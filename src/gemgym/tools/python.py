@@ -65,6 +65,7 @@ class PythonTool(Tool):
     """
 
     name = "python"
+    blocking_io = True
 
     def __init__(
         self,
@@ -112,6 +113,10 @@ class PythonTool(Tool):
         if self._sandbox is not None:
             return self._sandbox
         return shared_sandbox(self.backend)
+
+    def warmup(self) -> None:
+        """Set up the sandbox now (its checks and workers), not in the first call."""
+        _ = self.sandbox
 
     def instructions(self) -> str:
         state = (

@@ -112,6 +112,8 @@ class SearchTool(Tool):
 
     name = "search"
 
+    blocking_io = True
+
     def __init__(
         self,
         url: str | None = None,

@@ -96,6 +96,7 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         if max_tool_uses < 0:
             raise ConfigError(f"max_tool_uses must be >= 0, got {max_tool_uses}")
         self.tools = tools
+        self.blocking_io = any(t.blocking_io for t in tools)
         self.max_tool_uses = max_tool_uses
         self.tool_reward = float(tool_reward)
         self.tool_success_reward = float(tool_success_reward)
@@ -107,6 +108,12 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         self.turns = TurnCounter()
         """Turns of this episode (tool calls included unless ``count_tool_turns=False``)."""
         self._needs_reset = True
+
+    def warmup(self) -> None:
+        """Warm up the inner env and every tool."""
+        self.env.warmup()
+        for t in self.tools:
+            t.warmup()
 
     # -- helpers ---------------------------------------------------------------------------
     def instructions(self) -> str:

@@ -135,6 +135,8 @@ class TerminalEnv(Env[str, str]):
 
     metadata: ClassVar[Mapping[str, Any]] = {"multi_turn": True}
 
+    blocking_io = True  # a shell in a sandbox; grading starts another
+
     def __init__(
         self,
         task: str | None = None,
