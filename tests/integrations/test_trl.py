@@ -156,9 +156,11 @@ def test_failed_episodes_are_left_out_of_training(tiny_model: Path, tmp_path: Pa
     rows = [{"env": "env", "seed": 7}] * 2 + [{"env": "env", "seed": 8}] * 2
     _BrokenEnv.fail = [1]
     episodes = trainer.play(rows)
-    assert sorted(e.failed for e in episodes) == [False, False, False, True]
-    bad = next(i for i, e in enumerate(episodes) if e.failed)
+    failed = [e.finish_reason == "error" for e in episodes]
+    assert sorted(failed) == [False, False, False, True]
+    bad = failed.index(True)
     mate = 1 - bad  # the other episode of its group
+    assert sum(episodes_to_rollout(episodes, 0)["env_mask"][bad]) == 0  # no loss on it
     assert episodes[bad].error_stage == "step" and "the env broke" in str(episodes[bad].error)
     assert episodes[bad].num_action_tokens > 0  # it sampled before its env broke
     groups = [(r["env"], r["seed"]) for r in rows]
