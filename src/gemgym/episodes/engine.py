@@ -47,7 +47,15 @@ from gemgym.core import Env, blocks_loop
 from gemgym.episodes.outcomes import Stage, check_max_turns, derive_seed, turn_cap_reached
 from gemgym.episodes.policy import Action, ActRequest, BatchPolicy, EnvAccess, Policy, as_action
 from gemgym.episodes.record import Episode, ObservationRole, Turn
-from gemgym.errors import ConfigError, GradingError, ModelUnavailableError, ToolError
+from gemgym.errors import (
+    ConfigError,
+    DatasetError,
+    DependencyNotInstalled,
+    GradingError,
+    ModelUnavailableError,
+    RegistryError,
+    ToolError,
+)
 from gemgym.prompting import model_view
 
 if TYPE_CHECKING:
@@ -153,6 +161,10 @@ def error_stage(exc: BaseException, default: Stage) -> Stage:
     if isinstance(exc, GradingError):
         return "grade"
     return default
+
+
+_CANNOT_MAKE = (ConfigError, RegistryError, DependencyNotInstalled, DatasetError)
+"""Errors making an env that stop the run (an unknown id, a bad kwarg, a missing extra)."""
 
 
 def _message(exc: BaseException) -> str:
@@ -268,9 +280,12 @@ class EnvSource:
 
             kwargs = dict(make_kwargs)
             wrappers = tuple(kwargs.pop("wrappers", None) or ())
-            # without the OrderEnforcing layer: the engine keeps reset/step in order itself
-            recipe = EnvRecipe(spec=spec(env), kwargs=kwargs, wrappers=wrappers)
-            return _FactorySource(recipe.build, env_id or env)
+
+            def build() -> Env[Any, Any]:  # on the engine's executor: the lookup may import
+                # without the OrderEnforcing layer: the engine keeps reset/step in order itself
+                return EnvRecipe(spec=spec(env), kwargs=kwargs, wrappers=wrappers).build()
+
+            return _FactorySource(build, env_id or env)
         if make_kwargs:
             raise ConfigError("make_kwargs are only used when env is an id")
         if isinstance(env, Env):
@@ -561,7 +576,7 @@ class Engine:
         t_start = time.perf_counter()
         try:
             slot = await source.acquire(self._run_blocking)
-        except ConfigError:  # the env cannot be made as asked: no episode can play
+        except _CANNOT_MAKE:  # the env cannot be made as asked: no episode can play
             raise
         except Exception as e:
             return self._fail(ep, "reset", e, t_start)
