@@ -241,3 +241,34 @@ def test_records_are_json_round_trips() -> None:
 
 def _views(requests: Sequence[ActRequest]) -> list[Any]:
     return [r.view for r in requests]
+
+
+def test_the_collector_leaves_failed_episodes_out_unless_asked() -> None:
+    from gemgym.rl import Collector
+    from gemgym.vector import make_vector_env
+
+    def venv() -> Any:
+        return make_vector_env(env_fns=[_Breaks] * 3, autoreset_mode="disabled")
+
+    with Collector(venv(), lambda obs: ["x"] * len(obs), seed=100) as col:
+        batch = col.collect(8)  # seeds 100..107: 103 fails at reset, 105 at a step
+    assert batch.errors == 2 and len(batch) == 6
+    assert {e.seed for e in batch.episodes} == set(range(100, 108)) - {103, 105}
+    assert len(col.records) == 8 and sum(e.failed for e in col.records) == 2
+    with Collector(venv(), lambda obs: ["x"] * len(obs), seed=100, keep_errors=True) as col:
+        kept = col.collect(8)
+    assert (kept.errors, len(kept)) == (0, 8)
+
+
+def test_the_trainer_flag_keeps_failed_episodes() -> None:
+    pytest.importorskip("torch")
+    import argparse
+
+    from gemgym.cli.train import add_arguments, config_from_args
+    from gemgym.rl.trainer import TrainConfig
+
+    assert TrainConfig().keep_errors is False
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert config_from_args(p.parse_args([ENV, "--keep-errors", "--updates", "1"])).keep_errors
+    assert not config_from_args(p.parse_args([ENV, "--updates", "1"])).keep_errors

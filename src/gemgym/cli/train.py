@@ -92,6 +92,11 @@ FLAGS: dict[str, Flag] = {
         "collect the next batch in a background thread while learning (2+ cores; each "
         "batch is one update old)",
     ),
+    "keep_errors": Flag(
+        "--keep-errors",
+        "train on failed episodes too (their env or model call broke; by default they are "
+        "left out of the batch and counted in the log's errors)",
+    ),
     # model
     "model": Flag(
         "--model",

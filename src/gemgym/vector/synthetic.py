@@ -27,7 +27,7 @@ from typing import Any
 from gemgym.registry import register, registry
 from gemgym.testing import CountingEnv
 
-__all__ = ["CpuBoundEnv", "SleepEnv", "cpu_work"]
+__all__ = ["BlockingSleepEnv", "CpuBoundEnv", "SleepEnv", "cpu_work"]
 
 
 def cpu_work(iters: int, seed: int) -> int:
@@ -66,9 +66,20 @@ class SleepEnv(CountingEnv):
         return self._advance()
 
 
+class BlockingSleepEnv(SleepEnv):
+    """Each step waits ``sleep_s`` seconds in ``step`` and has no async version: a sync env
+    that blocks (a sandbox, a remote call), declared with ``blocking_io``."""
+
+    blocking_io = True
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return self.step(action)
+
+
 for _id, _entry, _what in (
     ("bench:CpuBound-v0", "CpuBoundEnv", "about 200 µs of pure-Python work per step"),
     ("bench:Sleep-v0", "SleepEnv", "sleeps 20 ms per step (an I/O-bound env)"),
+    ("bench:BlockingSleep-v0", "BlockingSleepEnv", "sleeps 20 ms per step, sync only"),
 ):
     if _id not in registry._specs:  # importing twice (e.g. in a worker) is fine
         register(_id, f"gemgym.vector.synthetic:{_entry}", description=f"Synthetic: {_what}")

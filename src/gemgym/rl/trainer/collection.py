@@ -38,6 +38,7 @@ def make_collector(
         seed=seed,
         history=True,
         env_kwargs=config.env_kwargs,
+        keep_errors=config.keep_errors,
     )
 
 

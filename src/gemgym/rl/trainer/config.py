@@ -82,6 +82,7 @@ class TrainConfig:
     device: str = "auto"
     threads: int | None = None
     overlap: bool = False
+    keep_errors: bool = False
 
     def sections(self) -> dict[str, dict[str, Any]]:
         """The settings grouped as in :data:`SECTIONS`: ``{"kl": {"kl_coef": 0.0, ...}, ...}``."""
@@ -249,6 +250,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "lr_schedule",
         "warmup_updates",
         "max_grad_norm",
+        "keep_errors",
     ),
     "ppo": ("epochs", "minibatches", "clip_eps", "dual_clip"),
     "entropy": (

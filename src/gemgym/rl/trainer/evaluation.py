@@ -24,7 +24,8 @@ def evaluate_policy(
     """Play ``episodes`` episodes of the config's env from seed ``seed`` on with ``policy``,
     sampling at ``eval_temperature`` (default: as the training batches are sampled), or taking
     the most likely token (``greedy=True``); the policy's sampling settings are restored after.
-    Returns :func:`~gemgym.experience.summarize` of the episodes."""
+    Returns :func:`~gemgym.experience.summarize` of the episodes (failed ones included, as
+    unsuccessful, with their count in ``errors``)."""
     batch_size = min(episodes, max(64, config.episodes_per_update))
     out: list[Episode] = []
     was = policy.greedy, policy.temperature, policy.min_p
@@ -34,7 +35,8 @@ def evaluate_policy(
     try:
         with make_collector(config, policy, batch_size, seed=seed) as col:
             while len(out) < episodes:
-                out.extend(col.collect(min(batch_size, episodes - len(out))).episodes)
+                col.collect(min(batch_size, episodes - len(out)))
+                out.extend(col.records)  # failed episodes too: they count as unsuccessful
     finally:
         policy.greedy, policy.temperature, policy.min_p = was
     return summarize(out)

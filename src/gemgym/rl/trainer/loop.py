@@ -90,6 +90,7 @@ from typing import Any
 
 import numpy as np
 
+from gemgym.errors import GemGymError
 from gemgym.experience import Episode, read_jsonl
 from gemgym.rl.collector import Batch
 from gemgym.rl.tokens import TokenizedEpisode, token_weights
@@ -341,6 +342,10 @@ class Trainer:
             behaviour = None
             ref, ent_mask = self.reference_scores(tokens)
         t1 = time.perf_counter()
+        if len(batch) == 0:  # every episode failed: nothing to learn from
+            failed = next((e for e in self.collector.records if e.failed), None)
+            why = "" if failed is None else f"; the first at {failed.error_stage}: {failed.error}"
+            raise GemGymError(f"every episode of update {self.update + 1} failed{why}")
         if cfg.warmup_updates or cfg.lr_schedule != "constant":
             self.learner.set_learning_rate(self.learning_rate())
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
@@ -377,7 +382,9 @@ class Trainer:
             **extra,
             "update": self.update,
             "episodes": self.update * cfg.episodes_per_update,
-            "success": s["success_rate"],
+            # failed episodes (left out of the batch) count as unsuccessful
+            "success": s["success_rate"] * len(batch) / (len(batch) + batch.errors),
+            "errors": batch.errors,
             "mean_turns": s["mean_turns"],
             "mean_return": s["mean_return"],
             "loss": loss,
