@@ -175,67 +175,50 @@ def _message(exc: BaseException) -> str:
 
 
 class _Slot:
-    """An env an episode plays on."""
+    """An env an episode plays on: ``target`` (an env, or a vector env's handle) with
+    ``reset``/``step`` and ``areset``/``astep``; a blocking one's sync methods run on the
+    engine's executor (``run``)."""
 
-    env_id: str
-    access: EnvAccess
-
-    async def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Any:
-        raise NotImplementedError
-
-    async def step(self, action: Any) -> StepTuple:
-        raise NotImplementedError
-
-
-class _EnvSlot(_Slot):
-    def __init__(self, env: Env[Any, Any], env_id: str, run: Callable[..., Any]) -> None:
-        self.env = env
+    def __init__(
+        self,
+        target: Any,
+        env_id: str,
+        blocking: bool,
+        run: Callable[..., Any],
+        capability: Callable[[str], Any],
+    ) -> None:
+        self.target = target
         self.env_id = env_id
-        self.blocking = blocks_loop(env)
+        self.blocking = blocking
         self._run = run
-        self.access = EnvAccess(self._capability)
-
-    def _capability(self, name: str) -> Any:
-        return getattr(self.env, name)()
+        self.access = EnvAccess(capability)
 
     async def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Any:
         opts = None if options is None else dict(options)
         if self.blocking:
-            return await self._run(partial(self.env.reset, seed=seed, options=opts))
-        return await self.env.areset(seed=seed, options=opts)
+            return await self._run(partial(self.target.reset, seed=seed, options=opts))
+        return await self.target.areset(seed=seed, options=opts)
 
     async def step(self, action: Any) -> StepTuple:
         if self.blocking:
-            return await self._run(self.env.step, action)  # type: ignore[no-any-return]
-        return await self.env.astep(action)
+            return await self._run(self.target.step, action)  # type: ignore[no-any-return]
+        return await self.target.astep(action)  # type: ignore[no-any-return]
 
 
-class _VectorSlot(_Slot):
-    def __init__(self, venv: VectorEnv, index: int, run: Callable[..., Any]) -> None:
-        self.venv = venv
-        self.index = index
-        self.env_id = venv.env_ids[index]
-        self.handle = venv.handle(index)
-        # the sync backend steps its envs in this thread: blocking ones go to the executor
-        self.blocking = venv.backend == "sync" and any(
-            blocks_loop(e) for e in getattr(venv, "envs", [])
-        )
-        self._run = run
-        self.access = EnvAccess(self._capability)
+def _env_slot(env: Env[Any, Any], env_id: str, run: Callable[..., Any]) -> _Slot:
+    return _Slot(env, env_id, blocks_loop(env), run, lambda name: getattr(env, name)())
 
-    def _capability(self, name: str) -> Any:
-        return self.venv.call(name, indices=[self.index])[0]
 
-    async def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Any:
-        opts = None if options is None else dict(options)
-        if self.blocking:
-            return await self._run(partial(self.handle.reset, seed=seed, options=opts))
-        return await self.handle.areset(seed=seed, options=opts)
-
-    async def step(self, action: Any) -> StepTuple:
-        if self.blocking:
-            return await self._run(self.handle.step, action)  # type: ignore[no-any-return]
-        return await self.handle.astep(action)
+def _vector_slot(venv: VectorEnv, index: int, run: Callable[..., Any]) -> _Slot:
+    # the sync backend steps its envs in this thread: blocking ones go to the executor
+    blocking = venv.backend == "sync" and any(blocks_loop(e) for e in getattr(venv, "envs", []))
+    return _Slot(
+        venv.handle(index),
+        venv.env_ids[index],
+        blocking,
+        run,
+        lambda name: venv.call(name, indices=[index])[0],
+    )
 
 
 class EnvSource:
@@ -302,8 +285,8 @@ class _FactorySource(EnvSource):
     def __init__(self, factory: Callable[[], Env[Any, Any]], env_id: str) -> None:
         self.factory = factory
         self.env_id = env_id
-        self._idle: list[_EnvSlot] = []
-        self._all: list[_EnvSlot] = []
+        self._idle: list[_Slot] = []
+        self._all: list[_Slot] = []
 
     def _new(self) -> Env[Any, Any]:
         env = self.factory()
@@ -315,23 +298,22 @@ class _FactorySource(EnvSource):
             return self._idle.pop()
         env = await run(self._new)
         env_id = self.env_id or (env.spec.id if env.spec is not None else type(env).__name__)
-        slot = _EnvSlot(env, env_id, run)
+        slot = _env_slot(env, env_id, run)
         self._all.append(slot)
         return slot
 
     def release(self, slot: _Slot, healthy: bool) -> None:
-        assert isinstance(slot, _EnvSlot)
         if healthy:
             self._idle.append(slot)
             return
         self._all.remove(slot)
         with contextlib.suppress(Exception):
-            slot.env.close()
+            slot.target.close()
 
     def close(self) -> None:
         for slot in self._all:
             with contextlib.suppress(Exception):
-                slot.env.close()
+                slot.target.close()
         self._all.clear()
         self._idle.clear()
 
@@ -346,7 +328,7 @@ class _VectorSource(EnvSource):
         self.venv = venv
         self.env_id = venv.env_ids[0] if venv.env_ids else ""
         self._free = list(range(venv.num_envs - 1, -1, -1))
-        self._slots: dict[int, _VectorSlot] = {}
+        self._slots: dict[int, _Slot] = {}
         self._wait: asyncio.Event | None = None
         self._warm: asyncio.Future[Any] | None = None
 
@@ -360,12 +342,11 @@ class _VectorSource(EnvSource):
             self._wait.clear()
         i = self._free.pop()
         if i not in self._slots:
-            self._slots[i] = _VectorSlot(self.venv, i, run)
+            self._slots[i] = _vector_slot(self.venv, i, run)
         return self._slots[i]
 
     def release(self, slot: _Slot, healthy: bool) -> None:
-        assert isinstance(slot, _VectorSlot)
-        self._free.append(slot.index)
+        self._free.append(slot.target.index)
         self._free.sort(reverse=True)  # lowest free slot first
         if self._wait is not None:
             self._wait.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gemgym.episodes.outcomes import is_success
 from gemgym.evaluation.results import RunDir
 from gemgym.evaluation.scoring import summarize
 from gemgym.evaluation.suites import EvalEnv
@@ -65,7 +66,7 @@ def rescore(run_dir: RunDir) -> dict[str, int]:
                 t["terminated"], t["truncated"] = bool(terminated), bool(truncated)
                 total += float(reward)
                 if terminated or truncated:
-                    success = bool(info.get("success", bool(terminated) and float(reward) > 0))
+                    success = is_success(info, terminated, reward)
                     break
             counts["rescored"] += 1
             if abs(total - float(r["return"])) > 1e-9 or success != bool(r["success"]):

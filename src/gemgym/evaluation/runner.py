@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gemgym.episodes.engine import Engine, EnvSource, EpisodeSpec
+from gemgym.episodes.outcomes import episode_seed
 from gemgym.episodes.record import Episode, encode_value
 from gemgym.errors import ConfigError
 from gemgym.evaluation.agents import EvalAgent
@@ -94,7 +95,8 @@ def plan_tasks(envs: Sequence[EvalEnv], config: EvalConfig) -> tuple[list[Task],
             count = min(count, config.limit)
         for t in range(count):
             for s in range(config.n):
-                tasks.append(Task(e, t, s, config.seed + t, t if size is not None else None))
+                seed = episode_seed(config.seed, t)
+                tasks.append(Task(e, t, s, seed or 0, t if size is not None else None))
     return tasks, made
 
 

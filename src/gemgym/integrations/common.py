@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gemgym.core import Env, blocks_loop
-from gemgym.episodes.outcomes import Stage, is_success, turn_cap_reached
+from gemgym.episodes.outcomes import Stage, episode_seed, is_success, turn_cap_reached
 from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.prompting import model_view
 
@@ -183,10 +183,11 @@ def task_rows(
     try:
         for i in range(n):
             name = names[i % len(names)]
-            row: dict[str, Any] = {"env": name, "seed": seed + i}
+            row_seed = episode_seed(seed, i) or 0
+            row: dict[str, Any] = {"env": name, "seed": row_seed}
             if with_prompt:
                 env = made.get(name) or made.setdefault(name, envs[name]())
-                obs, info = env.reset(seed=seed + i)
+                obs, info = env.reset(seed=row_seed)
                 row["prompt"] = [{"role": "user", "content": observation_text(obs, info)}]
             rows.append(row)
     finally:
