@@ -12,15 +12,18 @@ once, in threads). Each front end plays the same 64 episodes on the episode engi
   async requests, 64 in flight; a tiny chat model's tokenizer renders the turns);
 * ``eval``: ``gemgym eval``'s runner with the random agent (concurrency 64).
 
-The goal: every front end within 10 % of the thread backend's wall time.
+Each figure is the median of ``--repeats`` runs (the first run of each front end also pays its
+imports). The goal: every front end within 10 % of the thread backend's wall time.
 
-Run: ``.venv/bin/python benchmarks/episode_io.py [--episodes 64] [--step-s 0.2] [--turns 3]``.
+Run: ``.venv/bin/python benchmarks/episode_io.py [--episodes 64] [--step-s 0.2] [--turns 3]
+[--repeats 3]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import tempfile
 import time
 from typing import Any
@@ -124,10 +127,11 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=64)
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--turns", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     n = args.episodes
     kw = {"sleep_s": args.step_s, "episode_length": args.turns}
-    base = thread_baseline(n, kw, args.turns)
+    base = statistics.median(thread_baseline(n, kw, args.turns) for _ in range(args.repeats))
     ideal = args.step_s * args.turns
     print(f"{n} episodes x {args.turns} steps of {args.step_s} s (ideal {ideal:.2f} s)")
     print(f"{'front end':<16} {'wall s':>7} {'vs thread':>10}")
@@ -138,7 +142,7 @@ def main() -> None:
         ("rollout_tokens", run_tokens),
         ("eval", run_eval),
     ):
-        took = fn(n, kw)
+        took = statistics.median(fn(n, kw) for _ in range(args.repeats))
         print(f"{name:<16} {took:>7.2f} {took / base:>10.2f}")
 
 

@@ -463,7 +463,8 @@ class DatasetEnv(Env[ObsT | str, str], Generic[ObsT]):
     ``terminated=True``; the observation is :data:`TERMINAL_STATE`.
 
     ``reset`` options: ``{"index": i}`` serves item ``i`` (dataset numbering, ``0 <= i < len``).
-    ``info`` of ``reset`` holds ``"index"``, the served item's dataset index.
+    ``info`` of ``reset`` holds ``"index"``, the served item's dataset index, and the item's
+    ``"difficulty"`` and ``"level"`` when it has them (``gemgym eval`` reports per difficulty).
     """
 
     metadata: ClassVar[Mapping[str, Any]] = {"multi_turn": False, "category": "task"}
@@ -526,7 +527,11 @@ class DatasetEnv(Env[ObsT | str, str], Generic[ObsT]):
         super().reset(seed=seed)
         self.item_index = self._next_index(seed, options)
         self.item = self.source[self.item_index]
-        return self.observe(self.item), {"index": self.item_index}
+        info: dict[str, Any] = {"index": self.item_index}
+        for key in ("difficulty", "level"):
+            if self.item.get(key) is not None:
+                info[key] = self.item[key]
+        return self.observe(self.item), info
 
     def step(self, action: str) -> tuple[ObsT | str, float, bool, bool, dict[str, Any]]:
         if self.item is None:

@@ -210,15 +210,16 @@ def _env_slot(env: Env[Any, Any], env_id: str, run: Callable[..., Any]) -> _Slot
 
 
 def _vector_slot(venv: VectorEnv, index: int, run: Callable[..., Any]) -> _Slot:
-    # the sync backend steps its envs in this thread: blocking ones go to the executor
-    blocking = venv.backend == "sync" and any(blocks_loop(e) for e in getattr(venv, "envs", []))
-    return _Slot(
-        venv.handle(index),
-        venv.env_ids[index],
-        blocking,
-        run,
-        lambda name: venv.call(name, indices=[index])[0],
-    )
+    def capability(name: str) -> Any:
+        return venv.call(name, indices=[index])[0]
+
+    envs = getattr(venv, "envs", None)
+    if venv.backend == "sync" and envs is not None:
+        # the env itself, in this process (the engine keeps reset/step in order): stepped
+        # directly, or on the executor when it blocks, never two calls of one env at once
+        env = envs[index]
+        return _Slot(env, venv.env_ids[index], blocks_loop(env), run, capability)
+    return _Slot(venv.handle(index), venv.env_ids[index], False, run, capability)
 
 
 class EnvSource:
@@ -329,6 +330,7 @@ class _VectorSource(EnvSource):
         self.env_id = venv.env_ids[0] if venv.env_ids else ""
         self._free = list(range(venv.num_envs - 1, -1, -1))
         self._slots: dict[int, _Slot] = {}
+        self._index: dict[int, int] = {}  # id(slot) -> its env's index
         self._wait: asyncio.Event | None = None
         self._warm: asyncio.Future[Any] | None = None
 
@@ -342,11 +344,12 @@ class _VectorSource(EnvSource):
             self._wait.clear()
         i = self._free.pop()
         if i not in self._slots:
-            self._slots[i] = _vector_slot(self.venv, i, run)
+            self._slots[i] = slot = _vector_slot(self.venv, i, run)
+            self._index[id(slot)] = i
         return self._slots[i]
 
     def release(self, slot: _Slot, healthy: bool) -> None:
-        self._free.append(slot.target.index)
+        self._free.append(self._index[id(slot)])
         self._free.sort(reverse=True)  # lowest free slot first
         if self._wait is not None:
             self._wait.set()

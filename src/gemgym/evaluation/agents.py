@@ -124,7 +124,9 @@ class ChatAgent:
         api_key: sent as a bearer token (local servers accept anything).
         system_prompt: a system message at the start of each episode.
         temperature, top_p, max_tokens: sampling settings (``None``: the server's default).
-        seed: base of the per-request seeds (``None``: no seed is sent).
+        seed: ``None``: no seed is sent; else each request sends the turn's seed
+            (``request.seed``, derived by the engine), or, from an unseeded engine, one derived
+            from this base, the episode's index and the turn.
         chat_options: more fields of the request body (``{"top_k": 20}``,
             ``{"chat_template_kwargs": {"enable_thinking": false}}``, ...).
         timeout: seconds one request may take before it counts as failed.

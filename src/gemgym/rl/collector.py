@@ -20,7 +20,10 @@ policy (:mod:`gemgym.episodes.policy`: async ``act(request)`` or ``act_batch(req
 gets the whole :class:`~gemgym.episodes.ActRequest`.
 
 Episodes that fail (their env raises, the policy fails on them: ``finish_reason == "error"``)
-are left out of the batch unless ``keep_errors=True``; :attr:`Batch.errors` counts them.
+are left out of the batch unless ``keep_errors=True``; :attr:`Batch.errors` counts them and
+:attr:`Batch.failed` holds them. The rest of a failed episode's group stays in the batch with
+its group id, so group estimators baseline it on the episodes left (a group left with one
+episode gets no advantage from GRPO, Dr. GRPO or RLOO).
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class Batch:
     group_ids: list[int] = field(default_factory=list)
     errors: int = 0
     """Failed episodes left out of :attr:`episodes`."""
+    failed: list[Episode] = field(default_factory=list)
+    """The failed episodes left out (their ``error_stage`` and ``error`` say what broke)."""
 
     @property
     def rewards(self) -> list[list[float]]:
@@ -184,7 +189,10 @@ class Collector:
         played = sorted(run_sync(lambda: self._engine.play(specs)), key=lambda ep: ep.index)
         self.records = played
         kept = [ep for ep in played if self.keep_errors or not ep.failed]
-        return Batch(kept, [groups[ep.index] for ep in kept], errors=len(played) - len(kept))
+        left_out = [ep for ep in played if ep.failed and not self.keep_errors]
+        return Batch(
+            kept, [groups[ep.index] for ep in kept], errors=len(left_out), failed=left_out
+        )
 
     def close(self) -> None:
         """Close the vector env if the collector made it."""
