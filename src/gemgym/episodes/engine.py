@@ -576,6 +576,10 @@ class Engine:
             finally:
                 st.env_s += time.perf_counter() - t
             ep.initial_observation, ep.reset_info = obs, info
+            # one tick after a reset, so that episodes that start together do not all come back
+            # in one tick: a batching model then computes one group's turns while the loop
+            # renders and steps the next group's, instead of waiting for all of them
+            await asyncio.sleep(0)
             view = model_view(obs, info)
             role: ObservationRole = "user"
             rec_state: dict[str, Any] = {}
