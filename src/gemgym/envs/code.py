@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gemgym.envs._dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
-from gemgym.errors import ConfigError, DatasetError, missing_dependency
+from gemgym.errors import ConfigError, DatasetError, GradingError, SandboxError, missing_dependency
 from gemgym.registry import register
 from gemgym.sandbox import RunRequest, RunResult, Sandbox, shared_sandbox
 
@@ -288,8 +288,10 @@ class CodeEnv(DatasetEnv[str]):
         return self._sandbox if self._sandbox is not None else shared_sandbox(self.backend)
 
     def warmup(self) -> None:
-        """Set up the sandbox now (its checks and workers), not in the first grading."""
-        _ = self.sandbox
+        """Set up the sandbox now and start its workers, not in the first grading (a closed
+        env starts nothing)."""
+        if not self.closed:
+            self.sandbox.warm_up()
 
     def observe(self, item: Item) -> str:
         question = str(item["question"])
@@ -309,6 +311,12 @@ class CodeEnv(DatasetEnv[str]):
         if code is None:
             info = {"format_error": True, "success": False, "correct": False, "passed": 0}
             return FORMAT_PENALTY, {**info, "total": suite.total}
+        try:
+            return self._run_tests(code, suite, item)
+        except SandboxError as e:  # the sandbox failed, not the program: not the model's fault
+            raise GradingError(f"the sandbox could not run the tests: {e}") from e
+
+    def _run_tests(self, code: str, suite: TestSuite, item: Item) -> tuple[float, dict[str, Any]]:
         if suite.asserts is not None:
             entry = item.get("entry_point")
             result = self.sandbox.run(

@@ -99,10 +99,16 @@ class MathGradingMixin:
     timeout: float
     item: Item | None
     rng: random.Random
+    _closed: bool
     blocking_io = True  # math-verify runs in the grading pool's processes
 
     def warmup(self) -> None:
-        """Start the grading pool (its warm template and a worker) now, not in a first step."""
+        """Start the process-wide grading pool (its warm template and a worker) now and wait
+        until it is ready, not in a first step. Idempotent and thread-safe; a closed env
+        starts nothing. The pool is shared by every math env of the process and stops with it
+        (or :meth:`gemgym.grading.pool.GradingPool.close`), not with this env."""
+        if self._closed:
+            return
         from gemgym.grading.pool import default_pool
 
         with contextlib.suppress(ImportError, GemGymError):  # the first grading says why

@@ -211,6 +211,11 @@ class ReasoningGymEnv(DatasetEnv[str]):
 
     metadata: ClassVar[Mapping[str, Any]] = {"multi_turn": False, "category": "reasoning"}
 
+    blocking_io = True
+    """Some tasks work hard in ``reset`` (items are generated on first use: a futoshiki or
+    knight-swap puzzle takes 0.3–0.5 s) or in grading (sympy: ``intermediate_integration``
+    scores in about 0.1 s), which would hold an event loop."""
+
     def __init__(
         self,
         task: str = "basic_arithmetic",

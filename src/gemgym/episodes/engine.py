@@ -54,6 +54,7 @@ from gemgym.errors import (
     GradingError,
     ModelUnavailableError,
     RegistryError,
+    SandboxUnavailableError,
     ToolError,
 )
 from gemgym.prompting import model_view
@@ -163,8 +164,15 @@ def error_stage(exc: BaseException, default: Stage) -> Stage:
     return default
 
 
-_CANNOT_MAKE = (ConfigError, RegistryError, DependencyNotInstalled, DatasetError)
-"""Errors making an env that stop the run (an unknown id, a bad kwarg, a missing extra)."""
+_CANNOT_MAKE = (
+    ConfigError,
+    RegistryError,
+    DependencyNotInstalled,
+    DatasetError,
+    SandboxUnavailableError,
+)
+"""Errors making an env that stop the run (an unknown id, a bad kwarg, a missing extra, no
+sandbox on this machine)."""
 
 
 def _message(exc: BaseException) -> str:
@@ -291,7 +299,12 @@ class _FactorySource(EnvSource):
 
     def _new(self) -> Env[Any, Any]:
         env = self.factory()
-        env.warmup()
+        try:
+            env.warmup()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                env.close()
+            raise
         return env
 
     async def acquire(self, run: Callable[..., Any]) -> _Slot:

@@ -8,8 +8,11 @@ template process (:mod:`gemgym.grading._worker`), so a killed worker is replaced
 It works from any thread, in forked or spawned processes and in Ray workers alike.
 
 One pool per process is shared by all envs (:func:`default_pool`): the template starts on first
-use (about a second, to import and warm up math-verify), workers are forked on demand up to
-``max_workers`` concurrent calls, and everything exits with the process (or :meth:`close`).
+use (about a second, to import and warm up math-verify) or on :meth:`GradingPool.warm_up` (which
+the math envs' ``warmup`` calls, so that the episode engine starts it before the first episode),
+workers are forked on demand up to ``max_workers`` concurrent calls, and everything exits with
+the process (or :meth:`close`; a closed pool starts again on its next use). The template and the
+workers also exit when their socket to this process closes, so none outlives it.
 After a ``fork`` the child builds its own pool. POSIX only (Unix sockets, ``fork``).
 """
 
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import NoReturn
 
 from gemgym.errors import GradingError, missing_dependency
 
@@ -95,14 +99,28 @@ class _Template:
         self.ready = False
         self.lock = threading.Lock()
 
+    def _wait_ready(self) -> bool:
+        """Wait for the template's ``ready`` (math-verify imported and warm); hold ``lock``."""
+        if not self.ready:
+            if _recv_line(self.ctrl, time.monotonic() + _STARTUP_TIMEOUT) != b"ready\n":
+                return False
+            self.ready = True
+        return True
+
+    def wait_ready(self) -> bool:
+        """Whether the template is ready, waiting for it if it is starting (``False``: dead)."""
+        with self.lock:
+            return self._wait_ready()
+
     def fork_worker(self) -> _Worker | None:
         """A new worker, or ``None`` if the template is dead."""
         with self.lock:
-            if not self.ready:
-                if _recv_line(self.ctrl, time.monotonic() + _STARTUP_TIMEOUT) != b"ready\n":
-                    return None
-                self.ready = True
-            ours, theirs = socket.socketpair()
+            if not self._wait_ready():
+                return None
+            try:
+                ours, theirs = socket.socketpair()
+            except OSError:
+                return None
             try:
                 socket.send_fds(self.ctrl, [b"F"], [theirs.fileno()])
                 line = _recv_line(self.ctrl, time.monotonic() + 30)
@@ -110,10 +128,14 @@ class _Template:
                 line = None
             finally:
                 theirs.close()
-            if line is None:
+            try:
+                pid = int(line) if line is not None else None
+            except ValueError:
+                pid = None
+            if pid is None:
                 ours.close()
                 return None
-            return _Worker(ours, int(line))
+            return _Worker(ours, pid)
 
     def close(self) -> None:
         self.ctrl.close()
@@ -137,19 +159,28 @@ class GradingPool:
         self._template: _Template | None = None
         self._template_lock = threading.Lock()
 
-    def _new_worker(self) -> _Worker:
-        for _ in range(2):  # a dead template is replaced once
-            with self._template_lock:
-                if self._template is None:
+    def _template_now(self) -> _Template | None:
+        """The template, started if there is none (``None``: it could not be started)."""
+        with self._template_lock:
+            if self._template is None:
+                try:
                     self._template = _Template()
-                template = self._template
-            worker = template.fork_worker()
-            if worker is not None:
-                return worker
-            with self._template_lock:
-                if self._template is template:
-                    template.close()
-                    self._template = None
+                except OSError:  # no process or socket could be made (limits, fds)
+                    return None
+            return self._template
+
+    def _drop_template(self, template: _Template | None) -> None:
+        """Stop a dead ``template`` (unless another thread replaced it already)."""
+        if template is None:
+            return
+        with self._template_lock:
+            if self._template is template:
+                template.close()
+                self._template = None
+
+    @staticmethod
+    def _start_failed() -> NoReturn:
+        """Raise why the grading process did not start."""
         try:
             import math_verify  # noqa: F401
         except ImportError as e:
@@ -158,6 +189,15 @@ class GradingPool:
             "the math grading process did not start; run "
             "`python -c 'import math_verify'` to see why"
         )
+
+    def _new_worker(self) -> _Worker:
+        for _ in range(2):  # a dead template is replaced once
+            template = self._template_now()
+            worker = template.fork_worker() if template is not None else None
+            if worker is not None:
+                return worker
+            self._drop_template(template)
+        self._start_failed()
 
     def _acquire(self) -> _Worker:
         with self._cond:
@@ -192,8 +232,49 @@ class GradingPool:
         return result
 
     def warm_up(self) -> None:
-        """Start the template process and one worker now (keeps start-up out of timings)."""
-        self._release(self._acquire())
+        """Start the template process and a worker now, and wait until they are ready, so
+        that no grading (and no timing) pays the start-up.
+
+        Idempotent and cheap once done; safe from several threads at once (one template is
+        started, and one worker for all of them); never waits for a busy worker.
+
+        Raises:
+            GradingError: the grading process did not start.
+            DependencyNotInstalled: math-verify is missing.
+        """
+        with self._cond:
+            fork = self._count == 0  # no worker yet, idle or busy: start one
+            if fork:
+                self._count += 1
+        if fork:
+            try:
+                worker = self._new_worker()
+            except BaseException:
+                self._release(None)
+                raise
+            self._release(worker)
+            return
+        for _ in range(2):  # workers exist: make sure their template is up to fork more
+            template = self._template_now()
+            if template is not None and template.wait_ready():
+                return
+            self._drop_template(template)
+        self._start_failed()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the template process runs and is ready to fork workers."""
+        with self._template_lock:
+            template = self._template
+        return template is not None and template.ready and template.proc.poll() is None
+
+    def pids(self) -> list[int]:
+        """The process ids of the template and the idle workers (for checks and tests)."""
+        with self._template_lock:
+            template = self._template
+        with self._cond:
+            workers = [w.pid for w in self._idle]
+        return ([template.proc.pid] if template is not None else []) + workers
 
     def close(self) -> None:
         """Stop the template and the idle workers (busy ones stop when their call returns)."""

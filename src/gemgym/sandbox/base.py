@@ -286,6 +286,10 @@ class Sandbox(abc.ABC):
     def _run(self, request: RunRequest, limits: Limits) -> RunResult:
         """Run one request under ``limits``."""
 
+    def warm_up(self) -> None:
+        """Start now what the first run would start (the pool backend's workers), so that no
+        run waits for it. Idempotent and thread-safe; the default does nothing."""
+
     def close(self) -> None:
         """Stop workers and release resources (idempotent)."""
         self._closed = True

@@ -115,11 +115,28 @@ class PoolSandbox(Sandbox):
             self._cv.notify()
 
     def warm_up(self) -> None:
-        """Start every worker now rather than on first use."""
+        """Start now every worker not started yet, rather than on first use.
+
+        Idempotent and safe from several threads at once: each worker is started once, and a
+        busy worker is never waited for. A closed sandbox starts nothing.
+
+        Raises:
+            SandboxError: a worker could not start (the cause is in the message).
+        """
         self._check_fork()
-        workers = [self._acquire() for _ in range(self.size)]
-        for w in workers:
-            self._release(w, True)
+        with self._cv:
+            missing = 0 if self._closed else self.size - self._started
+            self._started += missing
+        started: list[ServerProcess] = []
+        try:
+            for _ in range(missing):
+                started.append(self.launcher.start(self.limits))
+        finally:
+            with self._cv:
+                self._started -= missing - len(started)
+                self._cv.notify_all()
+            for w in started:
+                self._release(w, True)  # closes it if the sandbox was closed meanwhile
 
     def _run(self, request: RunRequest, limits: Limits) -> RunResult:
         self._check_fork()

@@ -152,6 +152,10 @@ class MCPTool(Tool):
     """
 
     name = "mcp"
+    blocking_io = False
+    """:meth:`aexecute` awaits the server without holding the caller's loop (the sessions live
+    on the tool's own loop thread), so a :class:`~gemgym.wrappers.ToolEnvWrapper` stepped
+    through ``astep`` needs no thread for it."""
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gemgym.errors import ConfigError
+from gemgym.errors import ConfigError, SandboxError, ToolError
 from gemgym.sandbox import Sandbox, shared_sandbox
 from gemgym.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -115,8 +115,8 @@ class PythonTool(Tool):
         return shared_sandbox(self.backend)
 
     def warmup(self) -> None:
-        """Set up the sandbox now (its checks and workers), not in the first call."""
-        _ = self.sandbox
+        """Set up the sandbox now and start its workers, not in the first call."""
+        self.sandbox.warm_up()
 
     def instructions(self) -> str:
         state = (
@@ -141,7 +141,10 @@ class PythonTool(Tool):
     def execute(self, call: ToolCall) -> ToolResult:
         code = str(call.arguments)
         setup = "\n".join(self.history) if self.persistent and self.history else None
-        result = self.sandbox.run(code, timeout=self.timeout, setup=setup)
+        try:
+            result = self.sandbox.run(code, timeout=self.timeout, setup=setup)
+        except SandboxError as e:  # the sandbox itself failed (the code's errors are results)
+            raise ToolError(f"the Python tool's sandbox failed: {e}") from e
         info: dict[str, Any] = {
             "exit_code": result.exit_code,
             "timed_out": result.timed_out,

@@ -110,7 +110,9 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         self._needs_reset = True
 
     def warmup(self) -> None:
-        """Warm up the inner env and every tool."""
+        """Warm up the inner env and every tool (a closed wrapper starts nothing)."""
+        if self.closed:
+            return
         self.env.warmup()
         for t in self.tools:
             t.warmup()

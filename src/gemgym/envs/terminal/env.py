@@ -36,6 +36,7 @@ agent wrote (test files, a fake ``pytest``, a ``conftest.py``, printed "PASSED")
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
@@ -55,7 +56,7 @@ from gemgym.envs.terminal.loader import (
     load_tasks,
     shipped_task_names,
 )
-from gemgym.errors import ConfigError, SandboxUnavailableError
+from gemgym.errors import ConfigError, GradingError, SandboxError, SandboxUnavailableError
 from gemgym.registry import register
 from gemgym.sandbox.base import Limits
 from gemgym.tools.base import truncate_output
@@ -188,6 +189,7 @@ class TerminalEnv(Env[str, str]):
         self._episode: tuple[int | None, dict[str, Any] | None, list[str]] | None = None
         self._solution_sent = False
         self._spares: dict[str, Future[Any]] = {}
+        self._spares_lock = threading.Lock()  # warmup (another thread) against close
 
     # -- episode -------------------------------------------------------------------------------
     def _limits(self) -> Limits:
@@ -216,16 +218,26 @@ class TerminalEnv(Env[str, str]):
     def _prestart(self, tests: Path | None = None) -> None:
         """Start the next sandbox in the background (the episode's, or the grader's for
         ``tests``), so that the next reset or grading finds it ready."""
-        if not self.config.prestart or self._closed:
-            return
         key = str(tests) if tests is not None else ""
-        if key in self._spares:
-            return
-        self._spares[key] = _prestarter().submit(self._new_session, tests)
+        with self._spares_lock:
+            if not self.config.prestart or self._closed or key in self._spares:
+                return
+            self._spares[key] = _prestarter().submit(self._new_session, tests)
+
+    def warmup(self) -> None:
+        """Start the first episode's sandbox now and wait until it runs, so that the first
+        :meth:`reset` finds it ready (with ``prestart=False``, or once closed: nothing)."""
+        self._prestart()
+        with self._spares_lock:
+            spare = self._spares.get("")
+        if spare is not None:
+            with contextlib.suppress(Exception):  # the reset that takes it raises the cause
+                spare.result()
 
     def _take_session(self, tests: Path | None = None) -> Any:
         """A started sandbox: the one started in the background for this use, or a new one."""
-        spare = self._spares.pop(str(tests) if tests is not None else "", None)
+        with self._spares_lock:
+            spare = self._spares.pop(str(tests) if tests is not None else "", None)
         if spare is not None:
             try:
                 session = spare.result()
@@ -369,13 +381,16 @@ class TerminalEnv(Env[str, str]):
         self._done = True
         archive = self._session.export()
         self._close_session()
-        grader = self._take_session(self.current.tests_dir)
-        self._prestart()  # the next episode's
         try:
-            grader.load(archive)
-            report = grader.run_tests(timeout=self.current.verifier_timeout)
-        finally:
-            grader.close()
+            grader = self._take_session(self.current.tests_dir)
+            self._prestart()  # the next episode's
+            try:
+                grader.load(archive)
+                report = grader.run_tests(timeout=self.current.verifier_timeout)
+            finally:
+                grader.close()
+        except SandboxError as e:  # not the model's doing: the grading itself failed
+            raise GradingError(f"the tests of task {self.current.name!r} could not run: {e}") from e
         reward = 1.0 if report.all_passed else 0.0
         info.update(
             tests_passed=len(report.passed),
@@ -444,8 +459,9 @@ class TerminalEnv(Env[str, str]):
     def close(self) -> None:
         """Close the episode's sandbox and every sandbox started ahead; one still starting is
         waited for, so that no sandbox outlives the env."""
-        self._closed = True
-        spares, self._spares = list(self._spares.values()), {}
+        with self._spares_lock:
+            self._closed = True
+            spares, self._spares = list(self._spares.values()), {}
         for future in spares:
             if future.cancel():
                 continue
