@@ -21,7 +21,7 @@ import concurrent.futures
 import os
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -52,6 +52,7 @@ with _oat_standins.installed(engine=True) as STANDINS:
     )
 
 import gemgym  # noqa: E402
+from gemgym.errors import GemGymError  # noqa: E402
 from gemgym.integrations.common import env_factory  # noqa: E402
 from gemgym.llm.record import TokenEpisode  # noqa: E402
 from gemgym.llm.testing import build_tiny_chat_model  # noqa: E402
@@ -178,6 +179,63 @@ def test_the_actor_collects_oat_transitions_from_mixed_envs(model: Path, tmp_pat
     actor.collect_experience()
     assert {e.seed for e in actor.last_episodes}.isdisjoint({e.seed for e in tokens})
     actor.close_envs()
+
+
+class _BreaksEnv(VarietyEnv):
+    """A :class:`VarietyEnv` whose second step raises in the episodes numbered (by reset) in
+    :attr:`fail` (``-1``: every episode)."""
+
+    resets: ClassVar[int] = 0
+    fail: ClassVar[set[int]] = set()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        self.k = _BreaksEnv.resets
+        _BreaksEnv.resets += 1
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: str) -> Any:
+        if (self.k in _BreaksEnv.fail or -1 in _BreaksEnv.fail) and self.t >= 1:
+            raise RuntimeError("the env broke")
+        return super().step(action)
+
+
+BREAKS = "oat-test:Breaks-v0"
+gemgym.register(BREAKS, _BreaksEnv, override=True)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_failed_episodes_are_left_out_of_the_transitions(
+    model: Path, tmp_path: Path, keep: bool
+) -> None:
+    _BreaksEnv.resets, _BreaksEnv.fail = 0, {1}
+    actor = make_actor(
+        model, tmp_path, env=BREAKS, num_envs=3, rollout_batch_size_per_device=1, keep_errors=keep
+    )
+    try:
+        finished, info = actor.collect_experience()
+    finally:
+        actor.close_envs()
+    failed = [e for e in actor.last_episodes if e.failed]
+    assert len(actor.last_episodes) == len(finished) == (3 if keep else 2)
+    assert info["actor/gemgym_failed_episodes"] == (0.0 if keep else 1.0)
+    if keep:  # kept with its partial return: one turn played before its env broke
+        (bad,) = failed
+        assert bad.error_stage == "step" and len(bad.turns) == 1
+        assert len(finished[actor.last_episodes.index(bad)]) == 1
+    else:
+        assert failed == []
+
+
+def test_a_round_whose_every_episode_failed_stops_with_the_first_error(
+    model: Path, tmp_path: Path
+) -> None:
+    _BreaksEnv.resets, _BreaksEnv.fail = 0, {-1}
+    actor = make_actor(model, tmp_path, env=BREAKS, rollout_batch_size_per_device=1)
+    try:
+        with pytest.raises(GemGymError, match=r"every episode .* failed \(3\); the first at step"):
+            actor.collect_experience()
+    finally:
+        actor.close_envs()
 
 
 def test_oats_learner_turns_them_into_ppo_data(model: Path, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ pytest.importorskip("transformers")
 import torch
 
 from gemgym.cli import main
+from gemgym.episodes.outcomes import derive_seed
 from gemgym.errors import ConfigError
 from gemgym.experience import Episode, Transition
 from gemgym.llm.testing import build_tiny_chat_model
@@ -92,7 +93,8 @@ def test_batches_are_token_records_and_their_logprobs_are_the_models(
         batch = trainer.collector.collect(4)
         records = trainer.collector.records
         assert batch.group_ids == [0, 0, 1, 1] and trainer.collector.next_group == 2
-        assert [r.seed for r in records] == [0, 0, 1, 1]
+        base = derive_seed(cfg.seed, "stream", "train")  # the run's stream of reset seeds
+        assert base is not None and [r.seed for r in records] == [base, base, base + 1, base + 1]
         for ep, rec in zip(batch.episodes, records, strict=True):
             tok = trainer.policy.tokenize(ep)
             assert tok.input_ids.tolist() == rec.input_ids  # the sampled ids, verbatim

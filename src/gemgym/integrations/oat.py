@@ -41,8 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from gemgym.episodes.outcomes import derive_seed
-from gemgym.errors import ConfigError, DependencyNotInstalled, missing_dependency
+from gemgym.episodes.outcomes import check_max_turns, derive_seed
+from gemgym.errors import ConfigError, DependencyNotInstalled, GemGymError, missing_dependency
 from gemgym.integrations.common import EnvFactory, env_names, named_envs
 
 try:
@@ -170,15 +170,16 @@ class GemgymOatActor(PPOMultiTurnActor):  # type: ignore[misc]
         super().init(actor_id, save_path)
         self.oracle = None  # the envs give the rewards
         args = self.args
-        for name in ("num_envs", "max_turns", "group_size", "eval_episodes"):
+        for name in ("num_envs", "group_size", "eval_episodes"):
             if int(getattr(args, name)) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(args, name)}")
+        check_max_turns(args.max_turns)
         self.train_envs: dict[str, EnvFactory] = named_envs(args.env)
         self.eval_env_factories: dict[str, EnvFactory] = named_envs(args.eval_env or args.env)
         self._venvs: dict[tuple[str, str], Any] = {}
         self.backend = self.make_backend()
         # a separate stream of reset seeds per actor: actors never replay each other's states
-        self._next_seed = derive_seed(int(args.seed), "actor", int(actor_id)) or 0
+        self._next_seed = derive_seed(int(args.seed), "stream", "actor", int(actor_id)) or 0
 
     def make_backend(self) -> Any:
         """The backend episodes sample from: Oat's vLLM engine (LoRA adapters included)."""
@@ -267,6 +268,7 @@ class GemgymOatActor(PPOMultiTurnActor):  # type: ignore[misc]
         per_env: dict[str, list[TokenEpisode]] = {name: [] for name in self.train_envs}
         kept: list[TokenEpisode] = []
         failed = 0
+        first_error: TokenEpisode | None = None
         while sum(len(ep) for ep in finished) < target:
             seed = self._next_seed
             self._next_seed += math.ceil(args.num_envs / args.group_size)
@@ -275,12 +277,20 @@ class GemgymOatActor(PPOMultiTurnActor):  # type: ignore[misc]
                 for ep in eps:
                     if not ep.turns or (ep.failed and not args.keep_errors):
                         failed += 1  # a failed episode, or no room for a first turn
+                        if ep.failed and first_error is None:
+                            first_error = ep
                         continue
                     per_env[name].append(ep)
                     kept.append(ep)
                     finished.append(oat_transitions(ep, self.tokenizer))
             if not finished and failed:
-                raise RuntimeError(f"every episode failed ({failed}); see the engine's log")
+                why = (
+                    "no episode had room for a first turn: raise max_model_len or shorten "
+                    "the prompts"
+                    if first_error is None
+                    else f"the first at {first_error.error_stage}: {first_error.error}"
+                )
+                raise GemGymError(f"every episode of the round failed ({failed}); {why}")
         self.last_episodes = kept
         info: dict[str, Any] = {
             "actor/gemgym_failed_episodes": float(failed),

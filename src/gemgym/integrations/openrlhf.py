@@ -129,7 +129,10 @@ class GemgymAgentInstance(AgentInstanceBase):  # type: ignore[misc]
             "scores": torch.tensor(self.episode.total_return),
             "environment_feedback": feedback,
             "done": done,
-            "extra_logs": {"success": torch.tensor(float(self.episode.success))},
+            "extra_logs": {
+                "success": torch.tensor(float(self.episode.success)),
+                "gemgym_failed": torch.tensor(float(self.episode.failed)),
+            },
         }
 
 

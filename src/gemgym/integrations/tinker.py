@@ -80,7 +80,11 @@ class GemgymMessageEnv(MessageEnv):  # type: ignore[misc]
             self.messages.append({"role": "user", "content": outcome.observation})
         else:
             self.episode.close()
-        metrics = {"success": float(self.episode.success)} if done else {}
+        metrics = (
+            {"success": float(self.episode.success), "gemgym_failed": float(self.episode.failed)}
+            if done
+            else {}
+        )
         return MessageStepResult(
             reward=outcome.reward,
             episode_done=done,

@@ -44,7 +44,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gemgym.episodes.outcomes import derive_seed
+from gemgym.episodes.outcomes import check_max_turns, derive_seed
 from gemgym.errors import ConfigError, missing_dependency
 from gemgym.integrations.common import (
     EnvsArg,
@@ -178,8 +178,7 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             raise ConfigError(f"unknown advantage {advantage!r}; choose one of {list(ADVANTAGES)}")
         if not 0.0 <= gamma <= 1.0:
             raise ConfigError(f"gamma must be in [0, 1], got {gamma}")
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        check_max_turns(max_turns)
         for key in ("rollout_func", "reward_funcs", "environment_factory"):
             if key in kwargs:
                 raise ConfigError(f"{key} is set by GemgymGRPOTrainer; the env owns the rewards")
@@ -260,7 +259,7 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         }
         sampling = SamplingParams(**settings)
         # one sampling seed per group and step: episodes differ across groups and updates
-        step_seed = derive_seed(int(self.args.seed), "step", int(self.state.global_step))
+        step_seed = derive_seed(int(self.args.seed), "stream", "step", int(self.state.global_step))
         groups: dict[tuple[str, int], list[int]] = {}
         for i, r in enumerate(rows):
             groups.setdefault((str(r["env"]), int(r["seed"])), []).append(i)

@@ -165,4 +165,5 @@ class GemgymEnv(vf.Env[GemgymEnvConfig]):  # type: ignore[misc]
         trace = interaction.trace
         trace.record_reward("env_return", episode.total_return, 1.0)
         trace.record_metric("success", float(episode.success))
+        trace.record_metric("gemgym_failed", float(episode.failed))
         trace.record_metric("turns", float(turns))

@@ -87,9 +87,12 @@ class GemgymAgentLoop(AgentLoopBase):  # type: ignore[misc]
     """One gemgym episode per sample (see the module docstring)."""
 
     keep_errors: bool = False
-    """Train on failed episodes too (their env or model call broke). By default a failed
-    episode is left out of training: no loss on its tokens (``response_mask`` all 0) and reward
-    0; set it on a subclass (registered under another name) to keep them."""
+    """Train on failed episodes too (their env or model call broke), with their partial
+    return. By default a failed episode is left out of training: no loss on its tokens
+    (``response_mask`` all 0) and reward 0. An agent loop sees one sample, not its group, so
+    that 0 still counts in the group's baseline under verl's GRPO (``extra_fields``'
+    ``gemgym_finish == "error"`` marks such samples). Set it on a subclass (registered under
+    another name) to keep them."""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         from gemgym.llm.backend import SamplingParams

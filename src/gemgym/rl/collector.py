@@ -190,9 +190,7 @@ class Collector:
         self.records = played
         kept = [ep for ep in played if self.keep_errors or not ep.failed]
         left_out = [ep for ep in played if ep.failed and not self.keep_errors]
-        return Batch(
-            kept, [groups[ep.index] for ep in kept], errors=len(left_out), failed=left_out
-        )
+        return Batch(kept, [groups[ep.index] for ep in kept], errors=len(left_out), failed=left_out)
 
     def close(self) -> None:
         """Close the vector env if the collector made it."""

@@ -83,6 +83,9 @@ class TrainConfig:
     threads: int | None = None
     overlap: bool = False
     keep_errors: bool = False
+    """Train on failed episodes too (``finish_reason == "error"``: the env or the policy raised),
+    with their partial returns. By default they are left out of each batch (the rest of their
+    group stays, baselined on the episodes left) and counted in the curve row's ``errors``."""
 
     def sections(self) -> dict[str, dict[str, Any]]:
         """The settings grouped as in :data:`SECTIONS`: ``{"kl": {"kl_coef": 0.0, ...}, ...}``."""

@@ -29,11 +29,12 @@ whole model, LoRA adapters merged in, and its tokenizer), which ``from_pretraine
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gemgym.episodes.policy import Action, ActRequest
-from gemgym.episodes.record import Episode, ObservationRole, Turn
+from gemgym.episodes.record import Episode, ObservationRole
 from gemgym.errors import ConfigError, missing_dependency
 from gemgym.llm.backend import SamplingParams
 from gemgym.llm.render import ChatRenderer
@@ -203,35 +204,30 @@ class ChatPolicy(LMPolicy):
         r = self.renderer
         first = _text(episode.initial_observation, episode.reset_info)
         prompt, messages = r.prompt(first)
-        rec = Episode(
-            episode.env_id,
-            episode.index,
-            episode.seed,
-            episode.initial_observation,
+        rec = replace(
+            episode,
+            turns=[],
             reset_info=dict(episode.reset_info),
             model=str(getattr(self.model, "name_or_path", "")),
             prompt_ids=prompt,
             prompt_messages=messages,
+            rendering="rerendered",
         )
-        n = len(episode.transitions)
-        for t, tr in enumerate(episode.transitions):
+        n = len(episode.turns)
+        for t, tr in enumerate(episode.turns):
             ids = self.action_tokens(str(tr.action), episode, t)
             last = t == n - 1 and not ongoing
             nxt = "" if last else _text(tr.next_observation, tr.info)
             role: ObservationRole = "tool" if tr.info.get("use_tool") else "user"
             rec.turns.append(
-                Turn(
-                    tr.observation,
-                    tr.action,
-                    tr.reward,
-                    tr.terminated,
-                    tr.truncated,
-                    tr.info,
-                    tr.next_observation,
+                replace(
+                    tr,
                     action_ids=ids,
+                    logprobs=None,
                     finish_reason="stop",
                     next_ids=r.continuation(ids, None if last else nxt, role),
                     next_role=role,
+                    retokenized=False,
                 )
             )
         return rec

@@ -7,6 +7,12 @@ advantages (:func:`~gemgym.rl.compute_advantages`), broadcasts them to the token
 
 .. math:: L = -\\frac{1}{N} \\sum_{\\text{action tokens } j} A_{t(j)} \\log \\pi(x_j \\mid x_{<j}).
 
+Episodes that fail (their env or the policy raised: ``finish_reason == "error"``) are left out of
+the batch unless ``keep_errors`` (``--keep-errors``): the rest of a failed episode's group stays,
+and group estimators (GRPO, Dr. GRPO, RLOO, ReBN per group) baseline it on the episodes left;
+the curve row's ``errors`` counts them and its ``success`` counts them as failures. An update
+whose every episode failed stops the run with the first failure.
+
 With ``epochs * minibatches > 1`` the batch is reused PPO-style: ``epochs`` passes over it, each
 split into ``minibatches`` shuffled minibatches of episodes, one AdamW step per minibatch on the
 clipped surrogate (:func:`clipped_policy_loss`) against the log-probs of the policy that
@@ -90,6 +96,7 @@ from typing import Any
 
 import numpy as np
 
+from gemgym.episodes.outcomes import derive_seed
 from gemgym.errors import GemGymError
 from gemgym.experience import Episode, read_jsonl
 from gemgym.rl.collector import Batch
@@ -224,7 +231,7 @@ class Trainer:
             config,
             self.rollout_policy,
             config.episodes_per_update,
-            seed=config.seed * 10_000_000,
+            seed=derive_seed(config.seed, "stream", "train") or 0,
             group_size=config.group_size,
         )
         self.collection = BatchCollection(
@@ -296,7 +303,7 @@ class Trainer:
             minibatches=cfg.minibatches,
             clip_eps=cfg.clip_eps,
             dual_clip=cfg.dual_clip,
-            rng=np.random.default_rng([cfg.seed, self.update]),
+            rng=np.random.default_rng(derive_seed(cfg.seed, "stream", "minibatches", self.update)),
             behaviour=behaviour,
             ref=ref,
             entropy_coef=cfg.entropy_coef if entropy_coef is None else entropy_coef,
@@ -343,9 +350,12 @@ class Trainer:
             ref, ent_mask = self.reference_scores(tokens)
         t1 = time.perf_counter()
         if len(batch) == 0:  # every episode failed: nothing to learn from
-            failed = next((e for e in self.collector.records if e.failed), None)
-            why = "" if failed is None else f"; the first at {failed.error_stage}: {failed.error}"
-            raise GemGymError(f"every episode of update {self.update + 1} failed{why}")
+            first = batch.failed[0] if batch.failed else None
+            why = "" if first is None else f"; the first at {first.error_stage}: {first.error}"
+            raise GemGymError(
+                f"every episode of update {self.update + 1} failed{why}. Fix the env or the "
+                "policy (keep_errors / --keep-errors trains on failed episodes anyway)"
+            )
         if cfg.warmup_updates or cfg.lr_schedule != "constant":
             self.learner.set_learning_rate(self.learning_rate())
         adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
@@ -528,9 +538,10 @@ class Trainer:
                 if "eval_success" in row
                 else ""
             )
+            errors = f"  errors {row['errors']}" if row["errors"] else ""
             self.log(
                 f"update {row['update']:4d}  {row['time_s']:7.1f}s  success {row['success']:.2f}"
-                f"  turns {row['mean_turns']:.2f}  loss {row['loss']:+.4f}{evaluated}"
+                f"  turns {row['mean_turns']:.2f}  loss {row['loss']:+.4f}{errors}{evaluated}"
             )
             if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
                 self.elapsed = time.perf_counter() - start

@@ -15,6 +15,7 @@ CURVE_FIELDS = (
     "update",
     "time_s",
     "episodes",
+    "errors",
     "success",
     "mean_turns",
     "mean_return",

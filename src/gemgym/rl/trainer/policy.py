@@ -247,16 +247,16 @@ class LMPolicy:
         return [int(t) for _, toks in self.segments(episode, upto=episode.length) for t in toks]
 
     # -- acting ----------------------------------------------------------------------------
-    def __call__(self, episodes: list[Any]) -> list[str]:
-        """One action per episode in progress."""
+    def __call__(self, episodes: Sequence[Episode]) -> list[str]:
+        """One action per episode in progress (the engine's records, which the collector
+        passes with ``history=True``)."""
         if not episodes:
             return []
         outs, logps = self._sample([self.context(e) for e in episodes], episodes)
         actions = []
         for ep, ids, lp in zip(episodes, outs, logps, strict=True):
             text = self.codec.decode([i for i in ids if i != self.codec.eos_id])
-            if isinstance(ep, Episode):
-                self._remember(ep, text, ids, lp)
+            self._remember(ep, text, ids, lp)
             actions.append(text)
         return actions
 
@@ -269,7 +269,7 @@ class LMPolicy:
         self._kv = {}
 
     def _sample(
-        self, contexts: Sequence[Sequence[int]], episodes: Sequence[Any] | None = None
+        self, contexts: Sequence[Sequence[int]], episodes: Sequence[Episode] | None = None
     ) -> tuple[list[list[int]], list[list[float]]]:
         import torch
 
@@ -285,7 +285,7 @@ class LMPolicy:
         """Changes whenever a parameter is modified in place (an optimizer step, a copy)."""
         return tuple(p._version for p in self.model.parameters())
 
-    def _cached(self, contexts: Sequence[Sequence[int]], episodes: Sequence[Any]) -> list[Any]:
+    def _cached(self, contexts: Sequence[Sequence[int]], episodes: Sequence[Episode]) -> list[Any]:
         """Per context, the ``(tokens, keys and values)`` kept from the episode's previous turn
         when those tokens begin the context (else ``None``); entries of episodes that are not
         in this call, and all entries once the weights have changed, are dropped."""
@@ -306,7 +306,7 @@ class LMPolicy:
         return out
 
     def _generate(
-        self, contexts: Sequence[Sequence[int]], episodes: Sequence[Any] | None = None
+        self, contexts: Sequence[Sequence[int]], episodes: Sequence[Episode] | None = None
     ) -> tuple[list[list[int]], list[list[float]]]:
         """The sampled ids of each context's continuation and their log-probs (temperature 1,
         over the sampled vocabulary: what the trainer's scoring computes).
@@ -327,10 +327,11 @@ class LMPolicy:
         self._check_length(max(len(x) for x in contexts))
         cache_kw, keep = _generation_kwargs(self.model)
         tiny = hasattr(getattr(self.model, "transformer", None), "forward_shared_prefix")
-        cache_turns = tiny and self.kv_cache and episodes is not None
+        # the episodes whose keys and values are kept between turns (TinyGPT only)
+        cached_eps = episodes if tiny and self.kv_cache else None
         hits: list[Any] = [None] * b
-        if cache_turns:
-            hits = self._cached(contexts, episodes)  # type: ignore[arg-type]
+        if cached_eps is not None:
+            hits = self._cached(contexts, cached_eps)
         # per row: the keys and values it starts from (each (heads, P_i, dim) per layer)
         pasts: list[Any] = [None] * b
         plen = [0] * b
@@ -426,8 +427,8 @@ class LMPolicy:
             past = out[cache_kw]
             logits = out.logits[:, -1, :]
             next_pos = next_pos + 1
-        if cache_turns:
-            self._keep(contexts, episodes, new, plen, gen, att[:, :seen], past)  # type: ignore[arg-type]
+        if cached_eps is not None:
+            self._keep(contexts, cached_eps, new, plen, gen, att[:, :seen], past)
         return gen, gen_lp
 
     def _check_length(self, longest: int) -> None:
@@ -447,7 +448,7 @@ class LMPolicy:
     def _keep(
         self,
         contexts: Sequence[Sequence[int]],
-        episodes: Sequence[Any],
+        episodes: Sequence[Episode],
         new: Sequence[Sequence[int]],
         plen: list[int],
         gen: list[list[int]],
@@ -457,8 +458,6 @@ class LMPolicy:
         """Keep each episode's keys and values (its context and the tokens it sampled, but the
         last, which was never fed back) for its next turn."""
         for i, ep in enumerate(episodes):
-            if not isinstance(ep, Episode):
-                continue
             n = plen[i] + len(new[i]) + len(gen[i]) - 1
             idx = att[i].nonzero().squeeze(-1)[:n]
             kv = [(k[i][:, idx], v[i][:, idx]) for k, v in past]

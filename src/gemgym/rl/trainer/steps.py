@@ -127,8 +127,10 @@ class Learner:
             acts = action_positions(tokens, self.pad_id, self.max_length, self.device)
         self.model.train()
         losses = []
+        # a batch that lost failed episodes may hold fewer episodes than ``minibatches``
+        splits = max(1, min(minibatches, len(tokens)))
         for _ in range(epochs):
-            for idx in np.array_split(rng.permutation(len(tokens)), minibatches):
+            for idx in np.array_split(rng.permutation(len(tokens)), splits):
                 rows = torch.from_numpy(idx).to(self.device)
                 scored = w[rows, 1:] != 0  # the loss's tokens; with KL, all action tokens too
                 kl_tokens = 0 if acts is None else int((acts[rows] | scored).sum())
