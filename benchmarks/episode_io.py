@@ -4,7 +4,10 @@ The env (``bench:BlockingSleep-v0``, :class:`gemgym.vector.synthetic.BlockingSle
 sleeps ``--step-s`` seconds in its sync ``step`` and declares ``blocking_io``, as the code,
 terminal and math envs do; episodes last ``--turns`` steps. The baseline, measured in the same
 run, is a ``thread``-backend vector env of 64 envs stepped in lockstep (every env's step at
-once, in threads). Each front end plays the same 64 episodes on the episode engine:
+once, in threads), timed from ``make_vec`` (its envs and threads made) to the last step, as
+each front end is timed from its call (its envs and threads made) to its last episode; the
+baseline's stepping alone (reset and steps) is shown too. Each front end plays the same 64
+episodes on the episode engine:
 
 * ``rollout``: :func:`gemgym.rollout` with a batched agent (``batch_size=64``);
 * ``collector``: :class:`gemgym.rl.Collector` with a batched policy (``num_envs=64``);
@@ -16,7 +19,7 @@ Each figure is the median of ``--repeats`` runs (the first run of each front end
 imports). The goal: every front end within 10 % of the thread backend's wall time.
 
 Run: ``.venv/bin/python benchmarks/episode_io.py [--episodes 64] [--step-s 0.2] [--turns 3]
-[--repeats 3]``.
+[--repeats 5]``.
 """
 
 from __future__ import annotations
@@ -53,14 +56,17 @@ class _Scripted:
         pass
 
 
-def thread_baseline(n: int, kw: dict[str, Any], turns: int) -> float:
+def thread_baseline(n: int, kw: dict[str, Any], turns: int) -> tuple[float, float]:
+    """Seconds from ``make_vec`` to the last step, and for the reset and steps alone."""
+    t0 = time.perf_counter()
     venv = make_vec(ENV, n, backend="thread", autoreset_mode="disabled", **kw)
     try:
-        t0 = time.perf_counter()
+        t1 = time.perf_counter()
         venv.reset(seed=0)
         for _ in range(turns):
             venv.step(["x"] * n)
-        return time.perf_counter() - t0
+        t2 = time.perf_counter()
+        return t2 - t0, t2 - t1
     finally:
         venv.close()
 
@@ -76,11 +82,12 @@ def run_rollout(n: int, kw: dict[str, Any]) -> float:
 def run_collector(n: int, kw: dict[str, Any]) -> float:
     from gemgym.rl import Collector
 
+    t0 = time.perf_counter()  # the collector makes its envs
     with Collector(ENV, lambda obs: ["x"] * len(obs), num_envs=n, env_kwargs=kw) as col:
-        t0 = time.perf_counter()
         batch = col.collect(n)
-        assert len(batch) == n
-        return time.perf_counter() - t0
+        took = time.perf_counter() - t0
+    assert len(batch) == n
+    return took
 
 
 def run_tokens(n: int, kw: dict[str, Any]) -> float:
@@ -109,10 +116,10 @@ def run_eval(n: int, kw: dict[str, Any]) -> float:
         run_dir = RunDir(tmp + "/run")
         run_dir.path.mkdir(parents=True)
         run_dir.open_for_append()
+        t0 = time.perf_counter()  # planning makes the envs
         tasks, made = plan_tasks([EvalEnv(ENV, kwargs=kw)], config)
         runner = Runner(RandomAgent(), config, run_dir, envs=made)
         try:
-            t0 = time.perf_counter()
             written = asyncio.run(runner.run(tasks))
             took = time.perf_counter() - t0
         finally:
@@ -127,15 +134,18 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=64)
     p.add_argument("--step-s", type=float, default=0.2)
     p.add_argument("--turns", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
     n = args.episodes
     kw = {"sleep_s": args.step_s, "episode_length": args.turns}
-    base = statistics.median(thread_baseline(n, kw, args.turns) for _ in range(args.repeats))
+    runs = [thread_baseline(n, kw, args.turns) for _ in range(args.repeats)]
+    base = statistics.median(r[0] for r in runs)
+    played = statistics.median(r[1] for r in runs)
     ideal = args.step_s * args.turns
     print(f"{n} episodes x {args.turns} steps of {args.step_s} s (ideal {ideal:.2f} s)")
-    print(f"{'front end':<16} {'wall s':>7} {'vs thread':>10}")
-    print(f"{'thread backend':<16} {base:>7.2f} {1.0:>10.2f}")
+    print(f"{'front end':<16} {'wall s':>7} {'vs thread':>10} {'vs stepping':>12}")
+    print(f"{'thread backend':<16} {base:>7.2f} {1.0:>10.2f} {base / played:>12.2f}")
+    print(f"{'  stepping only':<16} {played:>7.2f} {played / base:>10.2f} {1.0:>12.2f}")
     for name, fn in (
         ("rollout", run_rollout),
         ("collector", run_collector),
@@ -143,7 +153,7 @@ def main() -> None:
         ("eval", run_eval),
     ):
         took = statistics.median(fn(n, kw) for _ in range(args.repeats))
-        print(f"{name:<16} {took:>7.2f} {took / base:>10.2f}")
+        print(f"{name:<16} {took:>7.2f} {took / base:>10.2f} {took / played:>12.2f}")
 
 
 if __name__ == "__main__":

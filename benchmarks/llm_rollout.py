@@ -7,7 +7,9 @@ with CUDA (a random-initialised model of about 0.46B parameters: Qwen2 architect
 
 For each env (``game:GuessTheNumber-v0-easy``, ``game:Sudoku-v0-easy``, ``math:GSM8K`` with the
 Python tool) it plays ``--episodes`` episodes with :func:`gemgym.llm.rollout_tokens` and the
-:class:`~gemgym.llm.TransformersBackend`, ``--batch-size`` episodes in flight, and reports:
+:class:`~gemgym.llm.TransformersBackend`, ``--batch-size`` episodes in flight (math with the
+tool: once for each of ``--math-in-flight``, default 16 and 48, with at least twice as many
+episodes as in flight), and reports:
 
 * ``ep/s``: episodes per second of wall time;
 * ``turns/ep``, ``tools/ep``: turns and tool calls per episode;
@@ -20,7 +22,13 @@ Python tool) it plays ``--episodes`` episodes with :func:`gemgym.llm.rollout_tok
 * ``render``: the share of wall time the event loop spent rendering and tokenising observations
   (it overlaps the model, which runs in its own thread);
 * ``env s``: seconds in env resets and steps (tools included), summed over the episodes (they
-  overlap each other and the model).
+  overlap each other and the model);
+* ``wait s``: seconds episodes waited for the model (queue and batch), summed over episodes;
+* ``idle ms``: the model's idle time before its first batch (the first resets and prompts), between
+  batches, and after its last one (the last steps and grading), around ``rollout_tokens``.
+
+``wall s``, ``render``, ``env s`` and ``wait s`` come from the engine's
+:class:`~gemgym.episodes.EngineStats`.
 
 A random model's replies are not valid moves, and a game ends at the first invalid move; so that
 episodes last several turns and call tools, a fresh copy of the model is first fine-tuned, for
@@ -77,14 +85,15 @@ class Scripted:
     """The warm-up data generator: a backend that replies with :func:`scripted_reply`."""
 
     def __init__(self, tok: Any, name: str, seed: int) -> None:
-        self.tokenizer, self.env_name = tok, name
-        self.rng = random.Random(seed)
+        self.tokenizer, self.env_name, self.seed = tok, name, seed
         self.name = "scripted"
         self.capabilities = BackendCapabilities(logprobs=False)
 
     async def generate(self, request: GenerationRequest) -> Generation:
         turn = int(request.request_id.split("-")[1])
-        text = scripted_reply(self.env_name, turn, self.rng)
+        # one stream per request, so the data do not depend on the order replies are asked for
+        rng = random.Random(f"{self.seed}-{request.request_id}")
+        text = scripted_reply(self.env_name, turn, rng)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return Generation([*ids, self.tokenizer.eos_token_id], None, text, "stop")
 
@@ -144,13 +153,20 @@ def warm_up(
 
 
 class CountingBatches(TransformersBackend):
-    """The transformers backend, counting its batches."""
+    """The transformers backend, counting its batches and timing the first and the last."""
 
     batches = 0
+    first_start = 0.0
+    last_end = 0.0
 
     def _generate_batch(self, requests: Any) -> list[Generation]:
         self.batches += 1
-        return super()._generate_batch(requests)
+        if not self.first_start:
+            self.first_start = time.perf_counter()
+        try:
+            return super()._generate_batch(requests)
+        finally:
+            self.last_end = time.perf_counter()
 
 
 def main() -> None:
@@ -164,6 +180,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--vector-backend", default="sync")
     p.add_argument("--envs", default=",".join(n for n, _, _ in ENVS))
+    p.add_argument("--repeats", type=int, default=1, help="runs of each row; the median is kept")
+    p.add_argument(
+        "--math-in-flight", default="16,48", help="episodes in flight for math (comma-separated)"
+    )
     args = p.parse_args()
 
     import torch
@@ -181,8 +201,9 @@ def main() -> None:
         else {}
     )
     print(f"episodes={episodes} batch_size={batch_size} max_tokens={max_tokens} T=1.0")
-    header = f"{'env':<12} {'ep/s':>8} {'turns/ep':>8} {'tools/ep':>8} {'batch':>6} "
-    header += f"{'wall s':>7} {'model s':>7} {'outside':>8} {'render':>7} {'env s':>7}  finish"
+    header = f"{'env':<12} {'flight':>6} {'ep/s':>8} {'turns/ep':>8} {'tools/ep':>8} {'batch':>6} "
+    header += f"{'wall s':>7} {'model s':>7} {'outside':>8} {'render':>7} {'env s':>7} "
+    header += f"{'wait s':>7} {'idle ms':>15}  finish"
     wanted = set(args.envs.split(","))
     rows: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -202,11 +223,26 @@ def main() -> None:
             )
             if args.gpu:
                 model.to(torch.bfloat16)
-            rows.append(
-                run(
-                    name, env_id, kwargs, model, tok, device, args, episodes, batch_size, max_tokens
+            in_flight = [batch_size]
+            if name == "math+python":
+                in_flight = [int(k) for k in args.math_in_flight.split(",")]
+            for n in in_flight:
+                runs = sorted(
+                    run(
+                        name,
+                        env_id,
+                        kwargs,
+                        model,
+                        tok,
+                        device,
+                        args,
+                        max(episodes, 2 * n),
+                        n,
+                        max_tokens,
+                    )
+                    for _ in range(args.repeats)
                 )
-            )
+                rows.append(runs[len(runs) // 2][1])  # the median run by its share outside
     print(header)
     for row in rows:
         print(row)
@@ -223,8 +259,9 @@ def run(
     episodes: int,
     batch_size: int,
     max_tokens: int,
-) -> str:
-    """Roll out one env; its vector env is built and reset once before the clock starts."""
+) -> tuple[float, str]:
+    """Roll out one env (its vector env is built and reset once before the clock starts);
+    returns the share of wall time outside the model and the row."""
     kw = env_kwargs(name, kwargs)
     wrappers = kw.pop("wrappers", None)
     venv = make_vector_env(
@@ -238,6 +275,7 @@ def run(
     backend = CountingBatches(model, tok, device=device, max_batch_size=batch_size)
     stats = RolloutStats()
     with venv:
+        t0 = time.perf_counter()
         eps = rollout_tokens(
             venv,
             backend,
@@ -247,6 +285,10 @@ def run(
             max_turns=8,
             stats=stats,
         )
+        t1 = time.perf_counter()
+    # the model's idle time: before its first batch, between batches, after its last one
+    head, tail = backend.first_start - t0, t1 - backend.last_end
+    middle = (t1 - t0) - backend.model_seconds - head - tail
     turns = sum(len(e.turns) for e in eps) / len(eps)
     tools = sum(t.next_role == "tool" for e in eps for t in e.turns) / len(eps)
     finish: dict[str, int] = {}
@@ -254,11 +296,12 @@ def run(
         key = e.finish_reason if e.truncation is None else f"{e.finish_reason}:{e.truncation}"
         finish[key] = finish.get(key, 0) + 1
     outside = 1 - backend.model_seconds / stats.wall_s
-    return (
-        f"{name:<12} {len(eps) / stats.wall_s:>8.1f} {turns:>8.2f} {tools:>8.2f} "
+    return outside, (
+        f"{name:<12} {batch_size:>6} {len(eps) / stats.wall_s:>8.1f} {turns:>8.2f} {tools:>8.2f} "
         f"{stats.requests / max(backend.batches, 1):>6.1f} {stats.wall_s:>7.2f} "
         f"{backend.model_seconds:>7.2f} {outside:>7.1%} {stats.render_s / stats.wall_s:>7.1%} "
-        f"{stats.env_s:>7.2f}  {finish}"
+        f"{stats.env_s:>7.2f} {stats.model_s:>7.2f} "
+        f"{head * 1e3:>5.0f}/{middle * 1e3:>4.0f}/{tail * 1e3:>4.0f}  {finish}"
     )
 
 

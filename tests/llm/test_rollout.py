@@ -273,3 +273,43 @@ def test_a_reply_cut_by_max_tokens_is_closed_by_the_template(
     for t in cut:  # the model did not close its turn, so the template's <|im_end|> does
         assert tok.decode(t.next_ids, skip_special_tokens=False).startswith("<|im_end|>\n")
     assert all(e.finish_reason == "env_end" and len(e.turns) == 2 for e in eps)
+
+
+class _FillsTheContext:
+    """A fake LLM whose reply takes every token it may (``max_tokens``: the room left), cut
+    there (``finish_reason="length"``, no end-of-turn token)."""
+
+    name = "fills"
+    capabilities = BackendCapabilities(token_ids=True, logprobs=False)
+
+    def __init__(self, tok: Any) -> None:
+        self.tokenizer = tok
+        self.x = tok("x", add_special_tokens=False)["input_ids"][0]
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        n = request.sampling.max_tokens
+        return Generation([self.x] * n, None, "x" * n, "length")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("max_context", [60, 97, 150])
+def test_an_action_that_fills_the_context_gets_no_turn_end_past_it(
+    tiny: dict[str, tuple[Any, Any]], max_context: int
+) -> None:
+    _, tok = tiny["chatml"]
+    eps = rollout_tokens(
+        CountingEnv(episode_length=10),
+        _FillsTheContext(tok),
+        episodes=2,
+        batch_size=2,
+        seed=0,
+        sampling=SamplingParams(max_tokens=max_context, max_context=max_context, seed=0),
+    )
+    for ep in eps:
+        (turn,) = ep.turns  # the first reply took the whole room
+        assert len(ep.prompt_ids) + len(turn.action_ids) == max_context
+        assert turn.next_ids == []  # the turn end does not fit: none is appended
+        assert len(ep.input_ids) == ep.num_tokens == max_context
+        assert (ep.finish_reason, ep.truncation) == ("truncation", "context")

@@ -368,6 +368,17 @@ class _VectorSource(EnvSource):
             self._wait.set()
 
 
+def _started_executor(workers: int) -> ThreadPoolExecutor:
+    """A thread pool whose ``workers`` threads are all started (each submit starts one while
+    the others wait at the barrier)."""
+    executor = ThreadPoolExecutor(workers, thread_name_prefix="gemgym-env")
+    ready = threading.Barrier(workers + 1)
+    for _ in range(workers):
+        executor.submit(ready.wait)
+    ready.wait()
+    return executor
+
+
 # -- the engine -------------------------------------------------------------------------------
 
 
@@ -468,6 +479,7 @@ class Engine:
         self.env_workers = env_workers or self.concurrency
         self.stats = stats if stats is not None else EngineStats()
         self._executor: ThreadPoolExecutor | None = None
+        self._starting: asyncio.Future[ThreadPoolExecutor] | None = None
         self._batcher: _Batcher | None = None
         if not asyncio.iscoroutinefunction(getattr(policy, "act", None)):
             if not callable(getattr(policy, "act_batch", None)):
@@ -480,9 +492,24 @@ class Engine:
 
     # -- executor ------------------------------------------------------------------------------
     async def _run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        executor = self._executor or await self._start_executor()
+        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+    async def _start_executor(self) -> ThreadPoolExecutor:
+        """The executor, with all its threads started off the loop: ``Thread.start`` waits for
+        the new thread to run, which busy threads (envs being made) delay by tens of ms."""
+        loop = asyncio.get_running_loop()
+        starting = self._starting
+        if starting is None or (
+            starting.cancelled() if starting.done() else starting.get_loop() is not loop
+        ):
+            starting = self._starting = loop.run_in_executor(
+                None, _started_executor, self.env_workers
+            )
+        executor = await asyncio.shield(starting)
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.env_workers, thread_name_prefix="gemgym-env")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+            self._executor = executor
+        return self._executor
 
     def close(self) -> None:
         """Close the envs the engine made and its executor (vector envs given to it stay open)."""
@@ -491,6 +518,7 @@ class Engine:
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
+        self._starting = None
 
     # -- playing -------------------------------------------------------------------------------
     async def play(self, specs: Iterable[EpisodeSpec]) -> AsyncIterator[Episode]:

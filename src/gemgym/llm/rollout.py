@@ -42,7 +42,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from gemgym.core import Env, Image, MultimodalObservation
 from gemgym.episodes.engine import Engine, EngineStats, EnvSource, EpisodeSpec
@@ -52,9 +53,7 @@ from gemgym.episodes.record import Episode, ObservationRole, Turn
 from gemgym.errors import ConfigError
 from gemgym.llm.backend import Backend, GenerationRequest, SamplingParams
 from gemgym.llm.render import ChatRenderer
-
-if TYPE_CHECKING:
-    from gemgym.vector import VectorEnv
+from gemgym.vector import VectorEnv, make_vector_env
 
 __all__ = [
     "BackendPolicy",
@@ -302,15 +301,18 @@ async def arollout_tokens(
     tok = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
     if tok is None:
         raise ConfigError("pass the model's tokenizer (tokenizer=...); the backend has none")
-    renderer = ChatRenderer(
-        tok,
-        system_prompt=system_prompt,
-        tool_role=tool_role,
-        chat_template_kwargs=chat_template_kwargs,
+    # off the loop: the first renderer of a template compiles it (~15 ms; more on a busy machine)
+    renderer = await asyncio.get_running_loop().run_in_executor(
+        None,
+        partial(
+            ChatRenderer,
+            tok,
+            system_prompt=system_prompt,
+            tool_role=tool_role,
+            chat_template_kwargs=chat_template_kwargs,
+        ),
     )
     params = sampling or SamplingParams()
-    from gemgym.vector import VectorEnv, make_vector_env
-
     n = max(1, min(batch_size, episodes))
     owned: VectorEnv | None = None
     source: Any = env
