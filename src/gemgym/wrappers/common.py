@@ -6,6 +6,7 @@ import time
 from typing import Any, cast
 
 from gemgym.core import ActT, Env, ObsT, StepResult, Wrapper
+from gemgym.episodes.outcomes import is_success
 from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.turns import TurnCounter, check_turn_limit
 
@@ -130,7 +131,7 @@ class EpisodeStatistics(Wrapper[ObsT, ActT, ObsT, ActT]):
         self.episode_return += float(reward)
         self.episode_length += 1
         if terminated or truncated:
-            success = bool(info.get("success", terminated and reward > 0))
+            success = is_success(info, terminated, reward)
             info["episode"] = {
                 "return": self.episode_return,
                 "length": self.episode_length,
