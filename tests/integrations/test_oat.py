@@ -203,6 +203,14 @@ BREAKS = "oat-test:Breaks-v0"
 gemgym.register(BREAKS, _BreaksEnv, override=True)
 
 
+@pytest.fixture(autouse=True)
+def _heal_breaksenv() -> Any:
+    """The registered env is healthy again after each test (the conformance checker plays every
+    registered id, this one too, in the same session)."""
+    yield
+    _BreaksEnv.fail = set()
+
+
 @pytest.mark.parametrize("keep", [False, True])
 def test_failed_episodes_are_left_out_of_the_transitions(
     model: Path, tmp_path: Path, keep: bool
