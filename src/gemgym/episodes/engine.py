@@ -34,19 +34,18 @@ as soon as its episode ends.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from gemgym.core import Env, blocks_loop
+from gemgym.episodes._sync import run_sync
 from gemgym.episodes.outcomes import Stage, check_max_turns, derive_seed, turn_cap_reached
-from gemgym.episodes.policy import Action, ActRequest, BatchPolicy, EnvAccess, Policy, as_action
+from gemgym.episodes.policy import Action, ActRequest, BatchPolicy, Policy, as_action
 from gemgym.episodes.record import Episode, ObservationRole, Turn
+from gemgym.episodes.sources import EnvSource
 from gemgym.errors import (
     ConfigError,
     DatasetError,
@@ -60,7 +59,7 @@ from gemgym.errors import (
 from gemgym.prompting import model_view
 
 if TYPE_CHECKING:
-    from gemgym.vector import VectorEnv
+    pass
 
 __all__ = [
     "Engine",
@@ -177,195 +176,6 @@ sandbox on this machine)."""
 
 def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-# -- env sources -------------------------------------------------------------------------------
-
-
-class _Slot:
-    """An env an episode plays on: ``target`` (an env, or a vector env's handle) with
-    ``reset``/``step`` and ``areset``/``astep``; a blocking one's sync methods run on the
-    engine's executor (``run``)."""
-
-    def __init__(
-        self,
-        target: Any,
-        env_id: str,
-        blocking: bool,
-        run: Callable[..., Any],
-        capability: Callable[[str], Any],
-    ) -> None:
-        self.target = target
-        self.env_id = env_id
-        self.blocking = blocking
-        self._run = run
-        self.access = EnvAccess(capability)
-
-    async def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> Any:
-        opts = None if options is None else dict(options)
-        if self.blocking:
-            return await self._run(partial(self.target.reset, seed=seed, options=opts))
-        return await self.target.areset(seed=seed, options=opts)
-
-    async def step(self, action: Any) -> StepTuple:
-        if self.blocking:
-            return await self._run(self.target.step, action)  # type: ignore[no-any-return]
-        return await self.target.astep(action)  # type: ignore[no-any-return]
-
-
-def _env_slot(env: Env[Any, Any], env_id: str, run: Callable[..., Any]) -> _Slot:
-    return _Slot(env, env_id, blocks_loop(env), run, lambda name: getattr(env, name)())
-
-
-def _vector_slot(venv: VectorEnv, index: int, run: Callable[..., Any]) -> _Slot:
-    def capability(name: str) -> Any:
-        return venv.call(name, indices=[index])[0]
-
-    envs = getattr(venv, "envs", None)
-    if venv.backend == "sync" and envs is not None:
-        # the env itself, in this process (the engine keeps reset/step in order): stepped
-        # directly, or on the executor when it blocks, never two calls of one env at once
-        env = envs[index]
-        return _Slot(env, venv.env_ids[index], blocks_loop(env), run, capability)
-    return _Slot(venv.handle(index), venv.env_ids[index], False, run, capability)
-
-
-class EnvSource:
-    """Where a run's envs come from (see :meth:`make`): a pool of slots to play episodes on."""
-
-    env_id: str = ""
-
-    async def acquire(self, run: Callable[..., Any]) -> _Slot:
-        """A free slot (made, and warmed up, on the engine's executor when new)."""
-        raise NotImplementedError
-
-    def release(self, slot: _Slot, healthy: bool) -> None:
-        """Give the slot back (an env that failed is closed, not reused)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Close what the source made."""
-
-    @staticmethod
-    def make(
-        env: str | Env[Any, Any] | VectorEnv | Callable[[], Env[Any, Any]] | EnvSource,
-        *,
-        env_id: str | None = None,
-        **make_kwargs: Any,
-    ) -> EnvSource:
-        """A source from an env id (made with ``make_kwargs``; ``wrappers=`` among them wraps
-        every copy), an env (copied with ``spawn``; it is not played itself), a factory, a
-        vector env (made with ``autoreset_mode="disabled"``; not closed here), or a source."""
-        from gemgym.vector import VectorEnv
-
-        if isinstance(env, EnvSource):
-            if make_kwargs:
-                raise ConfigError("make_kwargs are only used when env is an id")
-            return env
-        if isinstance(env, VectorEnv):
-            if make_kwargs:
-                raise ConfigError("make_kwargs are only used when env is an id")
-            return _VectorSource(env)
-        if isinstance(env, str):
-            from gemgym.registry import spec
-            from gemgym.vector.base import EnvRecipe
-
-            kwargs = dict(make_kwargs)
-            wrappers = tuple(kwargs.pop("wrappers", None) or ())
-
-            def build() -> Env[Any, Any]:  # on the engine's executor: the lookup may import
-                # without the OrderEnforcing layer: the engine keeps reset/step in order itself
-                return EnvRecipe(spec=spec(env), kwargs=kwargs, wrappers=wrappers).build()
-
-            return _FactorySource(build, env_id or env)
-        if make_kwargs:
-            raise ConfigError("make_kwargs are only used when env is an id")
-        if isinstance(env, Env):
-            name = env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
-            return _FactorySource(env.spawn, name)
-        if callable(env):
-            return _FactorySource(env, env_id or "")
-        raise ConfigError(
-            f"an env source is an env id, an Env, a VectorEnv or a factory, got {type(env).__name__}"
-        )
-
-
-class _FactorySource(EnvSource):
-    def __init__(self, factory: Callable[[], Env[Any, Any]], env_id: str) -> None:
-        self.factory = factory
-        self.env_id = env_id
-        self._idle: list[_Slot] = []
-        self._all: list[_Slot] = []
-
-    def _new(self) -> Env[Any, Any]:
-        env = self.factory()
-        try:
-            env.warmup()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                env.close()
-            raise
-        return env
-
-    async def acquire(self, run: Callable[..., Any]) -> _Slot:
-        if self._idle:
-            return self._idle.pop()
-        env = await run(self._new)
-        env_id = self.env_id or (env.spec.id if env.spec is not None else type(env).__name__)
-        slot = _env_slot(env, env_id, run)
-        self._all.append(slot)
-        return slot
-
-    def release(self, slot: _Slot, healthy: bool) -> None:
-        if healthy:
-            self._idle.append(slot)
-            return
-        self._all.remove(slot)
-        with contextlib.suppress(Exception):
-            slot.target.close()
-
-    def close(self) -> None:
-        for slot in self._all:
-            with contextlib.suppress(Exception):
-                slot.target.close()
-        self._all.clear()
-        self._idle.clear()
-
-
-class _VectorSource(EnvSource):
-    def __init__(self, venv: VectorEnv) -> None:
-        if venv.autoreset_mode.value != "disabled":
-            raise ConfigError(
-                "the engine resets the envs itself; make the vector env with "
-                'autoreset_mode="disabled"'
-            )
-        self.venv = venv
-        self.env_id = venv.env_ids[0] if venv.env_ids else ""
-        self._free = list(range(venv.num_envs - 1, -1, -1))
-        self._slots: dict[int, _Slot] = {}
-        self._index: dict[int, int] = {}  # id(slot) -> its env's index
-        self._wait: asyncio.Event | None = None
-        self._warm: asyncio.Future[Any] | None = None
-
-    async def acquire(self, run: Callable[..., Any]) -> _Slot:
-        if self._warm is None:  # first use: warm every env up, on the executor, once
-            self._warm = asyncio.ensure_future(run(self.venv.call, "warmup"))
-        await asyncio.shield(self._warm)
-        while not self._free:
-            self._wait = self._wait or asyncio.Event()
-            await self._wait.wait()
-            self._wait.clear()
-        i = self._free.pop()
-        if i not in self._slots:
-            self._slots[i] = slot = _vector_slot(self.venv, i, run)
-            self._index[id(slot)] = i
-        return self._slots[i]
-
-    def release(self, slot: _Slot, healthy: bool) -> None:
-        self._free.append(self._index[id(slot)])
-        self._free.sort(reverse=True)  # lowest free slot first
-        if self._wait is not None:
-            self._wait.set()
 
 
 def _started_executor(workers: int) -> ThreadPoolExecutor:
@@ -733,86 +543,3 @@ class Engine:
         ep.finish_reason, ep.error_stage = "error", stage
         ep.error = error if isinstance(error, str) else _message(error)
         return self._done(ep, t_start)
-
-
-# -- sync front ends --------------------------------------------------------------------------
-
-
-def run_sync(agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    """Iterate an async generator from sync code, on a private event loop (in a thread of its
-    own when the caller already runs one), yielding its items as they come."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        yield from _iterate_here(agen_factory)
-        return
-    yield from _iterate_in_thread(agen_factory)
-
-
-def _iterate_here(agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    loop = asyncio.new_event_loop()
-    agen = agen_factory()
-    try:
-        while True:
-            try:
-                item = loop.run_until_complete(agen.__anext__())
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        with contextlib.suppress(Exception):
-            aclose = getattr(agen, "aclose", None)
-            if aclose is not None:
-                loop.run_until_complete(aclose())
-        left = asyncio.all_tasks(loop)  # e.g. a backend's batching task
-        for task in left:
-            task.cancel()
-        if left:
-            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-
-@dataclass
-class _Handoff:
-    items: list[Any] = field(default_factory=list)
-    done: bool = False
-    error: BaseException | None = None
-    cond: threading.Condition = field(default_factory=threading.Condition)
-
-
-def _iterate_in_thread(agen_factory: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    box = _Handoff()
-    stop = threading.Event()
-
-    def pump() -> None:
-        try:
-            for item in _iterate_here(agen_factory):
-                with box.cond:
-                    box.items.append(item)
-                    box.cond.notify()
-                if stop.is_set():
-                    return
-        except BaseException as e:
-            box.error = e
-        finally:
-            with box.cond:
-                box.done = True
-                box.cond.notify()
-
-    thread = threading.Thread(target=pump, name="gemgym-episodes", daemon=True)
-    thread.start()
-    try:
-        while True:
-            with box.cond:
-                while not box.items and not box.done:
-                    box.cond.wait()
-                if box.items:
-                    item = box.items.pop(0)
-                elif box.error is not None:
-                    raise box.error
-                else:
-                    return
-            yield item
-    finally:
-        stop.set()
