@@ -1,0 +1,36 @@
+"""Exploits that beat random *legitimately*, with the reason the env's card gives.
+
+Some envs pay a fixed reply honestly: a binary task where always answering the majority label is
+right more often than the random agent's (deliberately format-only) answers, a game where one move
+repeated is a fair strategy. Such a pair is still measured and shown (``(card)`` in the report),
+but it is not flagged and does not fail ``gemgym audit``. Each entry names the env ids (a glob),
+the exploit and the reason; the same reason is in the env's module docstring (its card).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+__all__ = ["EXPECTED", "Expected", "expected_reason"]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """An exploit that may beat random on the envs matching ``pattern``, and why."""
+
+    pattern: str
+    policy: str
+    reason: str
+
+
+EXPECTED: tuple[Expected, ...] = ()
+"""The known legitimate cases (see the module docstring)."""
+
+
+def expected_reason(env: str, policy: str) -> str | None:
+    """The card's reason when ``policy`` may beat random on ``env``, else ``None``."""
+    for e in EXPECTED:
+        if e.policy == policy and fnmatch.fnmatchcase(env, e.pattern):
+            return e.reason
+    return None
