@@ -118,7 +118,9 @@ def test_failures_are_error_records_with_their_stage(tmp_path: Path) -> None:
     records = _play(tmp_path, agent, [EvalEnv(FAULTY)], EvalConfig(tasks=6, concurrency=2))
     by_task = {r["task"]: r for r in records}
     step, model = by_task[1], by_task[2]
-    assert step["status"] == "error" and step["finish_reason"] == "error"
+    # the env raised on the reply: a scored failure of the env (issue 42), not an unscored error
+    assert step["status"] == "env_error" and step["finish_reason"] == "error"
+    assert step["success"] is False
     assert step["error_stage"] == "step"
     assert "FaultyEnv was asked to raise" in step["error"] and step["turns"] == 1
     assert (model["status"], model["error_stage"]) == ("error", "model")

@@ -9,9 +9,13 @@ Examples::
     gemgym eval compare runs/a runs/b
 
 A run folder (``--out``) holds ``episodes.jsonl``, ``run.json``, ``summary.json``, ``report.md``
-and ``report.html``. Exit status: 0 when every episode was scored, 1 when some failed (they are
-listed in the report; ``--resume`` plays them again), 130 when interrupted (what finished is
-kept and summarised), 2 for bad input.
+and ``report.html``. Before the first episode one probe checks the model server: a server that
+cannot be reached, refuses the key or does not serve the model ends the command in seconds.
+Exit status: 0 when every episode was scored, 1 when some failed (they are listed in the
+report; ``--resume`` plays them again), when the error rate exceeds ``--max-error-rate`` (no
+score is printed), or when the circuit breaker stopped a run against a server that kept failing;
+130 when interrupted (what finished is kept and summarised), 2 for bad input and a model server
+the probe found unusable.
 """
 
 from __future__ import annotations
@@ -23,14 +27,47 @@ import time
 from typing import Any
 
 from gemgym.cli.run import parse_kv
-from gemgym.errors import ConfigError
+from gemgym.errors import ConfigError, ModelUnavailableError
 
 # the fields of run.json that decide which episodes a run plays (a resumed run must match)
 RESUME_FIELDS = ("envs", "n", "tasks", "limit", "seed", "max_turns", "env_kwargs", "agent", "model")
 
 
+RESCORE_HELP = """usage: gemgym eval rescore RUN
+
+Re-grade every scored episode of the run folder RUN with today's envs and graders: each episode
+is replayed (same reset seed, same item, same actions), its record rewritten in place, and
+summary.json and the reports remade. Errors and env errors are skipped.
+"""
+
+COMPARE_HELP = """usage: gemgym eval compare RUN_A RUN_B
+
+Per-env success of run B minus run A with a 95 % confidence interval; tasks played in both runs
+are paired. A difference larger than its interval is printed in bold.
+"""
+
+
+class _Help(argparse.Action):
+    """``--help``: the help of ``eval rescore`` / ``eval compare`` after those words."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:  # fmt: skip
+        specs = getattr(namespace, "specs", None) or []
+        if specs and specs[0] == "rescore":
+            parser.exit(0, RESCORE_HELP)
+        if specs and specs[0] == "compare":
+            parser.exit(0, COMPARE_HELP)
+        parser.print_help()
+        parser.exit(0)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``gemgym eval``."""
+    p._optionals.conflict_handler = "resolve"  # our --help replaces argparse's
+    p.add_argument("-h", "--help", action=_Help, help="show this help message and exit")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
         "suites: math, math-notool, math-python, qa, qa-nosearch, qa-search, code, games, rg\n"
@@ -73,6 +110,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--search-url", help="search server for +search envs (gemgym serve-retriever)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=0.05,
+        help="refuse to print a score when more than this share of its episodes are errors "
+        "(default 0.05); the exit status is 1 then",
+    )
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        help="--resume plays an error again until it has been tried N times in all (default 3)",
+    )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not check the model server before the run (one request to its /models)",
+    )
     g = p.add_argument_group("openai agent (any OpenAI-compatible chat server)")
     g.add_argument("--model", help="model name served by the server")
     g.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1")
@@ -237,12 +292,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     from gemgym import __version__
     from gemgym.evaluation.outputs import write_outputs
     from gemgym.evaluation.progress import EvalProgress
-    from gemgym.evaluation.results import RunDir
+    from gemgym.evaluation.results import RunDir, record_key
     from gemgym.evaluation.runner import EvalConfig, Runner, pending, plan_tasks
     from gemgym.evaluation.suites import resolve
 
     if args.max_retries < 0 or args.timeout <= 0:
         raise ConfigError("--max-retries must be >= 0 and --timeout > 0")
+    if not 0.0 <= args.max_error_rate <= 1.0:
+        raise ConfigError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
+    if args.max_attempts < 1:
+        raise ConfigError(f"--max-attempts must be at least 1, got {args.max_attempts}")
     config = EvalConfig(
         n=args.n,
         ks=tuple(sorted(set(args.k or [1, args.n]))),
@@ -256,11 +315,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     env_kwargs = parse_kv(args.env_kwarg, "--env-kwarg")
     out = args.out or time.strftime("runs/eval-%Y%m%d-%H%M%S")
     run_dir = RunDir(out)
+    _check_out(run_dir, out)
     if run_dir.exists() and not args.resume:
         raise ConfigError(
             f"{out} already holds a run; pass --resume to finish it, or choose another --out"
         )
     envs = resolve(args.specs, env_kwargs)
+    agent = _build_agent(args)
+    console = Console(stderr=True)
+    if not args.no_probe:
+        _probe(agent, console)
     run: dict[str, Any] = {
         "specs": list(args.specs),
         "envs": [e.name for e in envs],
@@ -282,6 +346,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         },
         "system_prompt": args.system_prompt,
         "chat_options": parse_kv(args.chat_option, "--chat-option"),
+        "max_error_rate": args.max_error_rate,
         "gemgym_version": __version__,
     }
     done: list[dict[str, Any]] = []
@@ -293,22 +358,28 @@ def _evaluate(args: argparse.Namespace) -> int:
                 f"{out} was run with other settings ({', '.join(diff)}); resume it with the same "
                 "ones, or choose another --out"
             )
+        run_dir.compact()  # one line per episode, before more are appended
         done = run_dir.read_records()
     tasks, made = plan_tasks(envs, config)
-    todo = pending(tasks, done)
+    todo = pending(tasks, done, args.max_attempts)
+    capped = len(pending(tasks, done)) - len(todo)
     run["planned_episodes"] = len(tasks)
-    agent = _build_agent(args)
-    run_dir.path.mkdir(parents=True, exist_ok=True)
     run_dir.write_json(run_dir.config, run)
     run_dir.open_for_append()
     totals: dict[str, int] = {}
     for t in tasks:
         totals[t.env.name] = totals.get(t.env.name, 0) + 1
-    console = Console(stderr=True)
     if done and not args.quiet:
         console.print(f"resuming {out}: {len(tasks) - len(todo)} of {len(tasks)} episodes done")
+    if capped:
+        console.print(
+            f"{capped} episodes failed {args.max_attempts} times and are not played again "
+            "(raise --max-attempts to retry them)",
+            markup=False,
+        )
     progress = EvalProgress(totals, done, enabled=not args.quiet)
-    runner = Runner(agent, config, run_dir, on_record=progress.update, envs=made)
+    attempts = {record_key(r): int(r.get("attempt") or 1) for r in done}
+    runner = Runner(agent, config, run_dir, on_record=progress.update, envs=made, attempts=attempts)
 
     async def go() -> None:
         try:
@@ -318,16 +389,20 @@ def _evaluate(args: argparse.Namespace) -> int:
             await agent.aclose()
 
     status = "complete"
+    stopped: str | None = None
     played_before = len(done)
     t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         asyncio.run(go())
     except KeyboardInterrupt:
         status = "interrupted"
+    except ModelUnavailableError as e:  # the model server stopped answering: stop, keep all
+        status, stopped = "stopped", str(e)
     finally:
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         runner.close()
         run_dir.close()
+        run_dir.compact()
         played = progress.episodes
         run["last_session"] = {
             "episodes": played,
@@ -338,11 +413,77 @@ def _evaluate(args: argparse.Namespace) -> int:
         }
         result = write_outputs(run_dir, run, status=status)
     _print_summary(result, run_dir)
+    _print_problems(result, console)
     if status == "interrupted":
         console.print(f"interrupted: finished episodes are in {run_dir.episodes}; "
                       f"continue with --resume --out {out}")  # fmt: skip
         return 130
-    return 1 if result["summary"]["overall"]["errors"] else 0
+    if stopped is not None:
+        console.print(f"error: {stopped}; continue with --resume --out {out} once the model "
+                      "server works", markup=False, soft_wrap=True)  # fmt: skip
+        return 1
+    overall = result["summary"]["overall"]
+    if overall["refused"]:
+        console.print(
+            f"error: no score: {overall['errors']} of {overall['episodes']} episodes are "
+            f"errors ({overall['error_rate']:.1%}, over --max-error-rate "
+            f"{args.max_error_rate:.1%} overall or in an env); see {run_dir.report_md}, and "
+            f"play them again with --resume --out {out}",
+            markup=False,
+            soft_wrap=True,
+        )
+        return 1
+    return 1 if overall["errors"] else 0
+
+
+def _check_out(run_dir: Any, out: str) -> None:
+    """A run folder that can be written, else a one-line :class:`ConfigError`."""
+    path = run_dir.path
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder; choose a folder for the run")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".gemgym-write-test"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(
+            f"cannot write the run folder --out {out} ({e.strerror or e}); choose another --out"
+        ) from None
+
+
+def _probe(agent: Any, console: Any) -> None:
+    """Check the model server before the run (raises ModelUnavailableError: exit 2)."""
+    import asyncio
+
+    probe = getattr(agent, "probe", None)
+    if probe is None:
+        return
+    warning = asyncio.run(probe())
+    if warning:
+        console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+
+
+def _print_problems(result: dict[str, Any], console: Any) -> None:
+    """Env errors (bugs of an env) and replies with no text, loudly, on the console."""
+    run, overall = result["run"], result["summary"]["overall"]
+    if overall.get("env_errors"):
+        first = run["env_error_examples"][0]
+        console.print(
+            f"warning: in {overall['env_errors']} episodes the env raised on the model's reply "
+            f"(a bug of the env; scored as failures). The first, {first['env']} task "
+            f"{first['task']} sample {first['sample']}: {first['error']}",
+            markup=False,
+            soft_wrap=True,
+        )
+    if overall.get("warnings"):
+        first = run["warning_examples"][0]
+        console.print(
+            f"warning: {overall['warnings']} replies had no text. The first, {first['env']} "
+            f"task {first['task']}: {first['warning']}",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _print_summary(result: dict[str, Any], run_dir: Any) -> None:
@@ -352,26 +493,21 @@ def _print_summary(result: dict[str, Any], run_dir: Any) -> None:
     summary = result["summary"]
     ks = list(summary["overall"]["pass_at_k"])
     table = Table(title="gemgym eval")
-    cols = ["env", "tasks", "episodes", "errors", "success"] + [f"pass@{k}" for k in ks]
+    cols = ["env", "tasks", "episodes", "errors", "error rate", "success"]
+    cols += [f"pass@{k}" for k in ks]
     for c in cols:
         table.add_column(c, justify="left" if c == "env" else "right")
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:.1%}"
 
+    def row(b: dict[str, Any]) -> list[str]:
+        scores = [b["success_rate"], *[b["pass_at_k"][k] for k in ks]]
+        shown = ["refused" if b["refused"] else pct(x) for x in scores]
+        return [str(b["episodes"]), str(b["errors"]), pct(b["error_rate"]), *shown]
+
     for name, b in summary["envs"].items():
-        table.add_row(
-            name,
-            str(b["tasks"]),
-            str(b["episodes"]),
-            str(b["errors"]),
-            pct(b["success_rate"]),
-            *[pct(b["pass_at_k"][k]) for k in ks],
-        )
-    o = summary["overall"]
-    table.add_row(
-        "mean over envs", "", str(o["episodes"]), str(o["errors"]), pct(o["success_rate"]),
-        *[pct(o["pass_at_k"][k]) for k in ks],
-    )  # fmt: skip
+        table.add_row(name, str(b["tasks"]), *row(b))
+    table.add_row("mean over envs", "", *row(summary["overall"]))
     Console(file=sys.stdout).print(table)
     Console(stderr=True).print(f"report: {run_dir.report_html}", markup=False)

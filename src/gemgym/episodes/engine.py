@@ -475,6 +475,10 @@ class Engine:
                     usage["completion_tokens"] = (
                         usage.get("completion_tokens", 0) + action.completion_tokens
                     )
+                if action.finish_reason == "context":  # the server: the prompt does not fit
+                    if rec is not None:
+                        rec.overflow(ep, rec_state)
+                    return self._end(ep, "truncation", "context", t_start)
                 if action.error is not None:
                     return self._fail(ep, "model", action.error, t_start)
                 if (
@@ -484,6 +488,8 @@ class Engine:
                 ):
                     rec.overflow(ep, rec_state)  # the model had no room for a single token
                     return self._end(ep, "truncation", "context", t_start)
+                if action.warning:
+                    ep.warnings.append(action.warning)
                 t = time.perf_counter()
                 try:
                     obs_next, reward, term, trunc, info = await slot.step(action.action)

@@ -126,8 +126,15 @@ class Action:
     Attributes:
         action: what is sent to the env.
         token_ids, logprobs, finish_reason, retokenized: the token record (token policies).
-        latency_s, prompt_tokens, completion_tokens, requests: what the turn cost.
+            ``finish_reason="context"``: the server refused the prompt as longer than the
+            model's context (the episode ends truncated, cause ``"context"``; nothing is
+            stepped).
+        latency_s, prompt_tokens, completion_tokens, requests: what the turn cost (``requests``
+            counts every try, those of a call that finally failed included).
         error: the model call failed (the episode ends with stage ``"model"``).
+        warning: something about the reply a reader of the record should know (a reply with
+            no text: reasoning only, or cut by ``max_tokens``); kept in
+            :attr:`Episode.warnings <gemgym.episodes.Episode.warnings>`, the action is played.
     """
 
     action: Any = None
@@ -140,6 +147,7 @@ class Action:
     completion_tokens: int = 0
     requests: int = 1
     error: str | None = None
+    warning: str | None = None
 
 
 def as_action(answer: Any) -> Action:

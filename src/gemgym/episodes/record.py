@@ -177,6 +177,8 @@ class Episode:
         wall_s: seconds from reset to the end.
         usage: what the model calls cost: ``prompt_tokens``, ``completion_tokens`` and
             ``requests`` (tries included), summed over the turns.
+        warnings: what the policy noted about its replies (a reply with no text), one entry
+            per turn concerned.
     """
 
     env_id: str
@@ -198,6 +200,7 @@ class Episode:
     rendering: Rendering = "incremental"
     wall_s: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     # -- outcome -----------------------------------------------------------------------------
     @property
@@ -357,6 +360,8 @@ class Episode:
             d["wall_s"] = self.wall_s
         if self.usage:
             d["usage"] = dict(self.usage)
+        if self.warnings:
+            d["warnings"] = list(self.warnings)
         if self.model or self.prompt_ids:
             d.update(
                 model=self.model,
@@ -393,6 +398,7 @@ class Episode:
             rendering=d.get("rendering", "incremental"),
             wall_s=float(d.get("wall_s", 0.0)),
             usage={str(k): int(v) for k, v in (d.get("usage") or {}).items()},
+            warnings=[str(w) for w in d.get("warnings") or []],
         )
 
 

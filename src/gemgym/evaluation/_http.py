@@ -47,6 +47,18 @@ class HttpPool:
             f"POST {self.prefix}{path} HTTP/1.1\r\n{self._head}"
             f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
         ).encode() + body
+        return await self._send(request)
+
+    async def get(self, path: str) -> tuple[int, bytes]:
+        """``GET prefix+path``; returns ``(status, body)`` (raises as :meth:`post`)."""
+        return await self._send(f"GET {self.prefix}{path} HTTP/1.1\r\n{self._head}\r\n".encode())
+
+    async def connect(self) -> None:
+        """Open one connection (kept for the next request): raises ``OSError`` when the
+        server cannot be reached."""
+        self._idle.append(await asyncio.open_connection(self.host, self.port, ssl=self.ssl))
+
+    async def _send(self, request: bytes) -> tuple[int, bytes]:
         conn = self._idle.pop() if self._idle else None
         if conn is not None:
             try:  # a kept-alive connection the server closed meanwhile: retry on a new one

@@ -27,13 +27,14 @@ from typing import Any, Protocol
 from gemgym.core import MultimodalObservation
 from gemgym.episodes.outcomes import derive_seed
 from gemgym.episodes.policy import Action, ActRequest
-from gemgym.errors import AgentError, ConfigError
+from gemgym.errors import ConfigError, ModelUnavailableError
 from gemgym.evaluation._http import HttpPool
-from gemgym.llm.servers import RETRY_STATUS, RetryPolicy
+from gemgym.llm.servers import RETRY_STATUS, RetryPolicy, _error_detail, _is_context_overflow
 
 __all__ = [
     "BackendAgent",
     "ChatAgent",
+    "CircuitBreaker",
     "EvalAgent",
     "OracleAgent",
     "RandomAgent",
@@ -115,6 +116,81 @@ def _user_turn(
     return messages
 
 
+class CircuitBreaker:
+    """Stops a run that keeps failing against a dead server.
+
+    Every model request that fails for good (after its retries: the server is unreachable,
+    answers 5xx, times out, refuses the request) counts; a request that succeeds resets the
+    count. After ``threshold`` such failures in a row the breaker opens: the request that
+    opened it, and every request still in flight at its next try, raise
+    :class:`~gemgym.errors.ModelUnavailableError` with the reason, so the episode engine stops
+    the run instead of sending more requests (finished episodes are kept; ``--resume`` plays
+    the rest).
+    """
+
+    def __init__(self, threshold: int = 5) -> None:
+        if threshold < 1:
+            raise ConfigError(f"breaker_threshold must be at least 1, got {threshold}")
+        self.threshold = threshold
+        self.failures = 0
+        self.reason: str | None = None
+
+    @property
+    def open(self) -> bool:
+        """Whether the breaker has opened (no more requests)."""
+        return self.reason is not None
+
+    def success(self) -> None:
+        """A request succeeded."""
+        self.failures = 0
+
+    def failure(self, message: str) -> None:
+        """A request failed for good; raises once ``threshold`` failed in a row."""
+        self.failures += 1
+        if self.failures >= self.threshold and self.reason is None:
+            self.reason = (
+                f"stopped the run after {self.failures} model requests in a row failed, each "
+                f"after its retries (the last: {message}); finished episodes are kept"
+            )
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`~gemgym.errors.ModelUnavailableError` if the breaker is open."""
+        if self.reason is not None:
+            raise ModelUnavailableError(self.reason)
+
+
+MODEL_NOT_FOUND_HINTS = ("does not exist", "not found", "unknown model", "no such model")
+"""Phrases of a 400/404 reply that mean the server does not serve the model asked for."""
+
+
+def _detail(raw: bytes) -> str:
+    return _error_detail(raw.decode("utf-8", "replace"))
+
+
+def _reply_warning(message: Mapping[str, Any], finish: Any, text: str) -> str | None:
+    """What a reader of the record should know about a reply with no text, else ``None``."""
+    if text.strip():
+        return None
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if reasoning:
+        why = "reasoning only: the server returned content null and the reasoning in "
+        why += "reasoning_content" if message.get("reasoning_content") else "reasoning"
+        why += f" ({len(str(reasoning))} characters)"
+    elif message.get("content") is None:
+        why = "content null"
+    else:
+        why = "empty content"
+    if finish == "length":
+        why += "; finish_reason length: the reply was cut by max_tokens before any answer"
+    hint = (
+        "raise max_tokens (--max-tokens) or turn the model's thinking off"
+        if finish == "length" or reasoning
+        else "check the model's chat template"
+    )
+    return f"a reply with no text ({why}); the empty text was played (scored); {hint}"
+
+
 class ChatAgent:
     """An OpenAI-compatible chat-completions server, asked asynchronously.
 
@@ -134,6 +210,17 @@ class ChatAgent:
             connection errors), after ``backoff * 2**attempt`` s at most (full jitter, capped at
             ``max_backoff``).
         history: send the whole episode (default) or only the latest observation.
+        breaker_threshold: requests failing for good in a row that stop the run
+            (:class:`CircuitBreaker`).
+
+    How a turn ends: a reply is played (a reply with no text, reasoning only or cut by
+    ``max_tokens``, is played as ``""`` with a warning in the record); a prompt the server says
+    is longer than the model's context ends the episode as truncated (``truncation:
+    "context"``, as :mod:`gemgym.llm` classifies it); a request that still fails after its
+    retries ends its episode as an error (with every try counted in ``requests``); HTTP
+    401/403/404 (a refused key, an unknown model: no turn can work) and an open breaker stop the
+    run (:class:`~gemgym.errors.ModelUnavailableError`). :meth:`probe` checks the server before
+    a run (the engine awaits it through :meth:`open_run`).
     """
 
     name = "openai"
@@ -155,6 +242,7 @@ class ChatAgent:
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         history: bool = True,
+        breaker_threshold: int = 5,
     ) -> None:
         if not model:
             raise ConfigError("the openai agent needs a model name (--model)")
@@ -170,16 +258,103 @@ class ChatAgent:
         self.seed = seed
         self.timeout = timeout
         self.history = history
+        self.breaker = CircuitBreaker(breaker_threshold)
+        self.probed = False
+        self.probe_warning: str | None = None
         self._body: dict[str, Any] = {"model": model}
         for k, v in (("temperature", temperature), ("top_p", top_p), ("max_tokens", max_tokens)):
             if v is not None:
                 self._body[k] = v
         self._body.update(chat_options or {})
-        self._http = HttpPool(
-            self.base_url, {"authorization": f"Bearer {api_key}", "user-agent": "gemgym-eval"}
-        )
+        self._headers = {"authorization": f"Bearer {api_key}", "user-agent": "gemgym-eval"}
+        self._http = HttpPool(self.base_url, self._headers)
         self._jitter = random.Random()
 
+    # -- before the run ----------------------------------------------------------------------
+    async def open_run(self) -> None:
+        """Probe the server once, before the first episode (see :meth:`probe`)."""
+        if not self.probed:
+            await self.probe()
+
+    async def probe(self, *, connect_timeout: float = 5.0) -> str | None:
+        """Check, with at most two requests, that the server can serve this agent's turns.
+
+        Raises :class:`~gemgym.errors.ModelUnavailableError` when no turn can work: the server
+        cannot be reached (within ``connect_timeout`` s), it refuses the API key (HTTP
+        401/403), or it does not serve the model (its ``/models`` list lacks it and a chat
+        request answers 404 or "model does not exist"). Returns a warning (the server is
+        reachable but did not answer the probe well: slow, 5xx) or ``None``; the run goes on
+        then, and the circuit breaker stops it if the server stays broken.
+        """
+        self.probed = True
+        http = HttpPool(self.base_url, self._headers)
+        where = f"the LLM server at {self.base_url}"
+        try:
+            try:
+                async with asyncio.timeout(connect_timeout):
+                    await http.connect()
+            except TimeoutError:
+                raise ModelUnavailableError(
+                    f"cannot reach {where}: no connection within {connect_timeout:g} s; is it "
+                    "running, and is base_url (--base-url) right?"
+                ) from None
+            except OSError as e:
+                raise ModelUnavailableError(
+                    f"cannot reach {where} ({type(e).__name__}: {e}); is it running, and is "
+                    "base_url (--base-url) right?"
+                ) from None
+            try:
+                async with asyncio.timeout(min(self.timeout, 30.0)):
+                    status, raw = await http.get("/models")
+                    listed = self._check_models(status, raw)
+                    if listed is not None and self.model not in listed:
+                        await self._probe_chat(http, listed)
+            except (TimeoutError, OSError, EOFError, ValueError) as e:
+                why = "no answer in time" if isinstance(e, TimeoutError) else type(e).__name__
+                self.probe_warning = f"{where} did not answer the probe well ({why}); going on"
+        finally:
+            await http.aclose()
+        return self.probe_warning
+
+    def _check_models(self, status: int, raw: bytes) -> list[str] | None:
+        """The model ids ``GET /models`` lists (``None``: it lists none, or has no list)."""
+        where = f"the LLM server at {self.base_url}"
+        if status in (401, 403):
+            raise ModelUnavailableError(
+                f"{where} refused the API key (HTTP {status}: {_detail(raw)}); pass the right "
+                "api_key (the CLI reads it from the variable --api-key-env names, "
+                "default OPENAI_API_KEY)"
+            )
+        if status != 200:
+            return None
+        try:
+            data = json.loads(raw).get("data") or []
+            ids = [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+        except (ValueError, AttributeError, TypeError):
+            return None
+        return ids or None
+
+    async def _probe_chat(self, http: HttpPool, listed: list[str] | None) -> None:
+        """A one-token chat request: raises when the server says the model is not served."""
+        body = dict(self._body, messages=[{"role": "user", "content": "Say OK."}])
+        if "max_completion_tokens" not in body:
+            body["max_tokens"] = 1
+        status, raw = await http.post("/chat/completions", json.dumps(body).encode())
+        detail = _detail(raw)
+        low = detail.lower()
+        if status in (401, 403):
+            self._check_models(status, raw)
+        if status == 404 or (
+            status == 400 and "model" in low and any(h in low for h in MODEL_NOT_FOUND_HINTS)
+        ):
+            served = f"; it serves: {', '.join(listed[:10])}" if listed else ""
+            raise ModelUnavailableError(
+                f"the LLM server at {self.base_url} does not serve model {self.model!r} "
+                f"(HTTP {status}: {detail}){served}; check model (--model) and base_url "
+                "(--base-url, which usually ends in /v1)"
+            )
+
+    # -- turns -------------------------------------------------------------------------------
     async def act(self, request: ActRequest) -> Action:
         messages = _user_turn(request, self.system_prompt, self.history)
         body = dict(self._body, messages=messages)
@@ -187,7 +362,7 @@ class ChatAgent:
         if seed is not None:
             body["seed"] = seed
         reply = await self._post(body)
-        if self.history:
+        if self.history and reply.error is None and reply.finish_reason != "context":
             messages.append({"role": "assistant", "content": reply.action})
         return reply
 
@@ -195,9 +370,13 @@ class ChatAgent:
         data = json.dumps(body).encode()
         latency = 0.0
         last = ""
+        tries = 0
         for attempt in range(self.retry.max_retries + 1):
+            self.breaker.check()
             if attempt:
                 await asyncio.sleep(self.retry.delay(attempt - 1, self._jitter))
+                self.breaker.check()
+            tries += 1
             t0 = time.perf_counter()
             try:
                 async with asyncio.timeout(self.timeout):
@@ -219,24 +398,40 @@ class ChatAgent:
                 continue
             latency += time.perf_counter() - t0
             if status != 200:
-                last = f"the LLM server answered HTTP {status}: {raw[:300]!r}"
+                detail = _detail(raw)
+                if status in (400, 413, 422) and _is_context_overflow(detail):
+                    self.breaker.success()  # the server works; the prompt is too long
+                    return Action("", finish_reason="context", latency_s=latency, requests=tries)
+                last = f"the LLM server answered HTTP {status}: {detail[:300]}"
                 if status in RETRY_STATUS:
                     continue
-                raise AgentError(last)
+                if status in (401, 403, 404):  # a refused key, an unknown model: no turn works
+                    raise ModelUnavailableError(
+                        f"{last} (from {self.base_url}); check the API key, model (--model) and "
+                        "base_url (--base-url)"
+                    )
+                break
             try:
                 payload = json.loads(raw)
-                text = payload["choices"][0]["message"].get("content") or ""
+                choice = payload["choices"][0]
+                message = choice["message"]
+                text = message.get("content") or ""
             except (ValueError, KeyError, IndexError, TypeError) as e:
-                raise AgentError(f"the LLM server's answer is not a chat completion: {e}") from e
+                last = f"the LLM server's answer is not a chat completion: {e}"
+                break
+            self.breaker.success()
             usage = payload.get("usage") or {}
             return Action(
                 text,
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 latency_s=latency,
-                requests=attempt + 1,
+                requests=tries,
+                warning=_reply_warning(message, choice.get("finish_reason"), text),
             )
-        raise AgentError(f"{last} [gave up after {self.retry.max_retries + 1} tries]")
+        error = f"{last} [gave up after {tries} {'try' if tries == 1 else 'tries'}]"
+        self.breaker.failure(error)
+        return Action(error=error, latency_s=latency, requests=tries)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -247,7 +442,8 @@ class BackendAgent:
 
     A backend that takes token ids (``capabilities.token_ids``) gets the conversation rendered
     by the tokenizer's chat template (``tokenizer``, default the backend's own); a text backend
-    gets the chat messages. A failed generation raises, so the episode is recorded as an error.
+    gets the chat messages. A failed generation ends its episode as an error; a prompt the backend says does not fit
+    the context ends it as truncated (``truncation: "context"``).
     """
 
     name = "backend"
@@ -305,8 +501,14 @@ class BackendAgent:
                 sampling=sampling,
             )
         )
+        latency = gen.latency_s or time.perf_counter() - t0
         if gen.finish_reason == "error":
-            raise AgentError(f"the {self.backend.name} backend failed: {gen.error}")
+            return Action(
+                error=f"the {self.backend.name} backend failed: {gen.error}", latency_s=latency
+            )
+        if gen.finish_reason == "length" and gen.error and not (gen.text or gen.token_ids):
+            # the prompt does not fit the model's context (gemgym.llm's classification)
+            return Action("", finish_reason="context", latency_s=latency)
         text = gen.text
         if self.tokenizer is not None and gen.token_ids:  # the reply without special tokens
             text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
@@ -316,7 +518,7 @@ class BackendAgent:
             text,
             prompt_tokens=int(gen.prompt_tokens),
             completion_tokens=int(gen.completion_tokens),
-            latency_s=gen.latency_s or time.perf_counter() - t0,
+            latency_s=latency,
             requests=1,
         )
 

@@ -20,13 +20,19 @@ def write_outputs(run_dir: RunDir, run: Mapping[str, Any], *, status: str) -> di
 
     records = run_dir.read_records()
     ks = tuple(int(k) for k in run.get("ks", (1,)))
-    summary = summarize(records, ks)
-    errors = [r for r in records if r["status"] == "error"]
+    summary = summarize(records, ks, max_error_rate=float(run.get("max_error_rate", 0.05)))
     run_info = dict(run)
     run_info["status"] = status
-    run_info["error_examples"] = [
-        {k: r[k] for k in ("env", "task", "sample", "error")} for r in errors[:10]
-    ]
+    for kind, key in (("error", "error_examples"), ("env_error", "env_error_examples")):
+        bad = [r for r in records if r["status"] == kind]
+        run_info[key] = [
+            {k: r.get(k) for k in ("env", "task", "sample", "error", "attempt")} for r in bad[:10]
+        ]
+    run_info["warning_examples"] = [
+        {"env": r["env"], "task": r["task"], "sample": r["sample"], "warning": w}
+        for r in records
+        for w in (r.get("warnings") or [])[:1]
+    ][:10]
     out = {"run": run_info, "summary": summary}
     run_dir.write_json(run_dir.summary, out)
     run_dir.report_md.write_text(render_markdown(run_info, summary), encoding="utf-8")
@@ -40,7 +46,8 @@ def rescore(run_dir: RunDir) -> dict[str, int]:
     Each episode is replayed: its env is reset as it was (same seed, same item) and its actions
     are stepped again, so the rewards and success come from today's code. Records are
     rewritten in place, and the summary and reports remade. Returns counts: ``rescored``,
-    ``changed`` (return or success differ), ``skipped`` (errors, which were never scored).
+    ``changed`` (return or success differ), ``skipped`` (errors, which were never scored, and
+    env errors, whose env raised on the reply).
     """
     run = run_dir.read_config()
     env_kwargs = dict(run.get("env_kwargs") or {})

@@ -47,7 +47,7 @@ class EvalProgress:
             "total".ljust(width), total=sum(totals.values()), stats=""
         )
         for r in done:
-            if r.get("status") == "ok" and r["env"] in self._bars:
+            if r.get("status") != "error" and r["env"] in self._bars:
                 self._count(r)
                 self.progress.advance(self._bars[r["env"]])
                 self.progress.advance(self._total)
@@ -60,7 +60,7 @@ class EvalProgress:
 
     def _count(self, r: Mapping[str, Any]) -> None:
         name = r["env"]
-        if r["status"] == "ok":
+        if r["status"] != "error":
             self._ok[name] += 1
             self._success[name] += bool(r["success"])
         else:
@@ -85,7 +85,7 @@ class EvalProgress:
         rate = f"{self._success[name] / ok:6.1%}" if ok else "   -  "
         err = self._errors[name]
         stats = f"success {rate}" + (f" [red]errors {err}[/]" if err else "")
-        if r["status"] == "ok":
+        if r["status"] != "error":
             self.progress.update(self._bars[name], advance=1, stats=stats)
             self.progress.advance(self._total)
         else:

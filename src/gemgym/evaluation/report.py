@@ -24,23 +24,35 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+REFUSED = "refused"
+"""What a score cell shows when the error rate exceeds the run's ``max_error_rate``."""
+
+
 def _columns(ks: Sequence[int], n: int) -> list[str]:
-    cols = ["env", "tasks", "episodes", "errors", "success", f"mean@{n}"]
+    cols = ["env", "tasks", "episodes", "errors", "error rate", "env errors", "success"]
+    cols += [f"mean@{n}"]
     cols += [f"pass@{k}" for k in ks]
     cols += ["mean return", "mean turns", "tokens in/out", "latency s"]
     return cols
 
 
 def _row(name: str, b: Mapping[str, Any], ks: Sequence[int]) -> list[str]:
+    refused = bool(b.get("refused"))
+
+    def score(x: float | None) -> str:
+        return REFUSED if refused else _pct(x)
+
     row = [
         name,
         str(b["tasks"]),
         str(b["episodes"]),
         str(b["errors"]),
-        _pct(b["success_rate"]),
-        _pct(b["mean_at_k"]),
+        _pct(b.get("error_rate", 0.0)),
+        str(b.get("env_errors", 0)),
+        score(b["success_rate"]),
+        score(b["mean_at_k"]),
     ]
-    row += [_pct(b["pass_at_k"].get(str(k))) for k in ks]
+    row += [score(b["pass_at_k"].get(str(k))) for k in ks]
     row += [
         _num(b["mean_return"]),
         _num(b["mean_turns"], 2),
@@ -69,16 +81,29 @@ def _md_table(cols: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _header(run: Mapping[str, Any], summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     o = summary["overall"]
+    refused = bool(o.get("refused"))
+    rate = o.get("error_rate", 0.0)
+    limit = o.get("max_error_rate", 0.05)
     items = [
         ("agent", str(run.get("agent", "?")) + (f" ({run['model']})" if run.get("model") else "")),
         ("envs", str(o["envs"])),
         ("episodes", f"{o['episodes']} ({o['scored']} scored, {o['errors']} errors)"),
-        ("success (mean over envs)", _pct(o["success_rate"])),
+        ("error rate", f"{_pct(rate)} (scores are refused above {_pct(limit)})"),
+        (
+            "success (mean over envs)",
+            f"{REFUSED}: too many errors" if refused else _pct(o["success_rate"]),
+        ),
         ("samples per task", str(run.get("n", 1))),
         ("seed", str(run.get("seed", 0))),
     ]
     for k, v in o["pass_at_k"].items():
-        items.append((f"pass@{k} (mean over envs)", _pct(v)))
+        items.append((f"pass@{k} (mean over envs)", REFUSED if refused else _pct(v)))
+    if o.get("env_errors"):
+        items.append(("env errors (scored as failures; bugs of the env)", str(o["env_errors"])))
+    if o.get("context_truncations"):
+        items.append(("context overflows (scored as failures)", str(o["context_truncations"])))
+    if o.get("warnings"):
+        items.append(("replies with no text (see warnings)", str(o["warnings"])))
     if run.get("status"):
         items.append(("status", str(run["status"])))
     return items
@@ -96,19 +121,32 @@ def render_markdown(run: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
         for name, rows in t["per_difficulty"].items():
             dcols = ["difficulty", *t["cols"][1:]]
             lines += [f"### {name}", "", _md_table(dcols, rows), ""]
-    errors = run.get("error_examples") or []
-    if errors:
-        lines += ["## Errors (examples)", ""]
-        lines += [
-            f"- `{e['env']}` task {e['task']} sample {e['sample']}: {e['error']}" for e in errors
-        ]
-        lines.append("")
-    lines += [
-        "Errors are episodes that failed (the server did not answer, the env raised): they are "
-        "counted apart and never scored. `gemgym eval --resume` plays them again.",
-        "",
-    ]
+    for title, key, field in _EXAMPLES:
+        examples = run.get(key) or []
+        if examples:
+            lines += [f"## {title}", ""]
+            lines += [
+                f"- `{e['env']}` task {e['task']} sample {e['sample']}: {e[field]}"
+                for e in examples
+            ]
+            lines.append("")
+    lines += [_NOTE, ""]
     return "\n".join(lines)
+
+
+_EXAMPLES = (
+    ("Errors (examples)", "error_examples", "error"),
+    ("Env errors: the env raised on the model's reply (examples)", "env_error_examples", "error"),
+    ("Warnings (examples)", "warning_examples", "warning"),
+)
+
+_NOTE = (
+    "Errors are episodes whose infrastructure failed (the server did not answer after its "
+    "retries, a sandbox could not run): they are counted apart, not scored, and their share is "
+    "the error rate beside every score; a score is refused when it exceeds the run's "
+    "--max-error-rate. `gemgym eval --resume` plays them again. Env errors (the env raised on "
+    "the model's reply) and context overflows are scored as failures."
+)
 
 
 def chart_pngs(
@@ -162,7 +200,7 @@ def chart_pngs(
         ax.legend(fontsize=8)
         out.append(("Success per difficulty", png(fig)))
 
-    lat = [float(r.get("latency_s", 0.0)) for r in records if r.get("status") == "ok"]
+    lat = [float(r.get("latency_s", 0.0)) for r in records if r.get("status") != "error"]
     if lat and max(lat) > 0:
         fig, ax = plt.subplots(figsize=(8, 3))
         ax.hist(lat, bins=30, color="#55a868")
@@ -223,14 +261,16 @@ def render_html(
         for name, rows in t["per_difficulty"].items():
             parts.append(f"<h3>{html.escape(name)}</h3>")
             parts.append(_html_table(["difficulty", *t["cols"][1:]], rows))
-    errors = run.get("error_examples") or []
-    if errors:
-        parts.append("<h2>Errors (examples)</h2><ul>")
-        parts += [
-            f"<li class='err'>{html.escape(e['env'])} task {e['task']} sample {e['sample']}: "
-            f"{html.escape(str(e['error']))}</li>"
-            for e in errors
-        ]
-        parts.append("</ul>")
+    for title, key, field in _EXAMPLES:
+        examples = run.get(key) or []
+        if examples:
+            parts.append(f"<h2>{html.escape(title)}</h2><ul>")
+            parts += [
+                f"<li class='err'>{html.escape(e['env'])} task {e['task']} sample "
+                f"{e['sample']}: {html.escape(str(e[field]))}</li>"
+                for e in examples
+            ]
+            parts.append("</ul>")
+    parts.append(f"<p>{html.escape(_NOTE)}</p>")
     parts.append("</body></html>")
     return "\n".join(parts)

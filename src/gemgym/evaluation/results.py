@@ -2,8 +2,11 @@
 
 Records are appended and flushed as episodes end, so a run stopped at any moment (Ctrl-C, a
 kill) keeps every finished episode; a torn last line (a kill mid-write) is dropped when the run
-is resumed. A record is identified by its key ``(env, task, sample)``; when a key appears more
-than once (an error retried by ``--resume``, a rescore) the last record counts.
+is resumed. A record is identified by its key ``(env, task, sample)``. An error played again by
+``--resume`` appends its new record (its ``attempt`` one more); the run then compacts the file
+(:meth:`RunDir.compact`, when it ends or is resumed), so that ``episodes.jsonl`` holds one line
+per episode. A reader of a file that was not compacted (a run killed mid-way) keeps the last
+record of each key (:meth:`RunDir.read_records`).
 """
 
 from __future__ import annotations
@@ -87,6 +90,19 @@ class RunDir:
                 latest.pop(key, None)
                 latest[key] = rec
         return list(latest.values())
+
+    def compact(self) -> bool:
+        """Rewrite ``episodes.jsonl`` with one line per episode (the last record of each key)
+        when it holds superseded or unreadable lines; returns whether it was rewritten."""
+        if not self.episodes.is_file():
+            return False
+        with open(self.episodes, encoding="utf-8") as f:
+            lines = sum(1 for _ in f)
+        records = self.read_records()
+        if len(records) == lines:
+            return False
+        self.rewrite(records)
+        return True
 
     def open_for_append(self) -> None:
         """Open ``episodes.jsonl`` for appending, first cutting a torn last line."""

@@ -8,9 +8,18 @@ envs that block (sandboxes, graders, tools) on the engine's own threads. An epis
 only on its task and sample (its reset seed, and the request seeds derived from the run seed
 and its env, task, sample and turn), so results are the same at any concurrency.
 
-An episode that fails (the agent gives up after its retries, the env raises) is recorded with
-``status="error"``, the stage that failed and the message; the run goes on. Records are written
-as episodes end.
+How an episode counts (its record's ``status``, see :func:`record_status`):
+
+* ``"ok"``: scored (a prompt longer than the model's context is a scored failure, ``truncation:
+  "context"``, as :mod:`gemgym.llm` classifies it);
+* ``"env_error"``: the env raised on the model's reply: scored as a failure (so a model cannot
+  score higher by crashing the env) and reported apart, because it is a bug of the env;
+* ``"error"``: the infrastructure failed (the server did not answer after the retries, a
+  sandbox or grader could not run, the env could not reset): not scored, counted in the
+  error rate, and played again by ``--resume`` (up to ``max_attempts`` tries in all).
+
+Each record carries its ``attempt`` (1 for the first play of its episode). Records are written
+as episodes end; the run goes on past failures.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from gemgym.evaluation.scoring import PRESETS
 from gemgym.evaluation.suites import EvalEnv
 from gemgym.prompting import model_view
 
-__all__ = ["EvalConfig", "Runner", "Task", "plan_tasks"]
+__all__ = ["EvalConfig", "Runner", "Task", "pending", "plan_tasks", "record_status"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,31 @@ def _difficulty(task: Task, reset_info: dict[str, Any]) -> str:
     return "all"
 
 
+INFRASTRUCTURE_ERRORS = (
+    "SandboxError",
+    "SandboxUnavailableError",
+    "VectorEnvError",
+    "BrokenProcessPool",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "TimeoutError",
+)
+"""Exceptions raised in an env's step that are the machine's failure, not the env's bug (the
+engine's error messages start with the exception's name)."""
+
+
+def record_status(ep: Episode) -> str:
+    """``"ok"``, ``"env_error"`` or ``"error"`` (see the module docstring)."""
+    if not ep.failed:
+        return "ok"
+    if ep.error_stage == "step":
+        name = (ep.error or "").split(":", 1)[0]
+        if name not in INFRASTRUCTURE_ERRORS:
+            return "env_error"
+    return "error"
+
+
 @dataclass
 class Runner:
     """Plays tasks with an agent, appending one record per episode to a :class:`RunDir`.
@@ -124,6 +158,8 @@ class Runner:
     run_dir: RunDir
     on_record: Callable[[dict[str, Any]], None] | None = None
     envs: dict[str, Any] = field(default_factory=dict)
+    attempts: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    """How many times each episode was played before (its next record's ``attempt`` - 1)."""
     _engine: Engine | None = None
 
     def _make_engine(self, tasks: Sequence[Task]) -> Engine:
@@ -196,7 +232,8 @@ class Runner:
             "seed": task.seed,
             "index": task.index,
             "difficulty": _difficulty(task, ep.reset_info),
-            "status": "error" if ep.failed else "ok",
+            "status": record_status(ep),
+            "attempt": self.attempts.get(task.key, 0) + 1,
             "error": ep.error,
             "error_stage": ep.error_stage,
             "finish_reason": ep.finish_reason,
@@ -212,6 +249,7 @@ class Runner:
             "latency_s": sum(t.latency_s for t in ep.turns),
             "requests": ep.usage.get("requests", 0),
             "wall_s": ep.wall_s,
+            "warnings": list(ep.warnings),
             "transitions": transitions,
         }
 
@@ -226,7 +264,15 @@ class Runner:
         self.envs.clear()
 
 
-def pending(tasks: Sequence[Task], records: Iterable[dict[str, Any]]) -> list[Task]:
-    """The tasks without a scored record (errors are played again)."""
-    done = {record_key(r) for r in records if r.get("status") == "ok"}
-    return [t for t in tasks if t.key not in done]
+def pending(
+    tasks: Sequence[Task], records: Iterable[dict[str, Any]], max_attempts: int | None = None
+) -> list[Task]:
+    """The tasks to play: those without a record, and those whose record is an ``error``
+    played fewer than ``max_attempts`` times (``None``: no cap)."""
+    latest = {record_key(r): r for r in records}
+
+    def again(r: dict[str, Any]) -> bool:
+        tries = int(r.get("attempt") or 1)
+        return r.get("status") == "error" and (max_attempts is None or tries < max_attempts)
+
+    return [t for t in tasks if t.key not in latest or again(latest[t.key])]

@@ -4,9 +4,15 @@ pass@k is the unbiased estimator of Chen et al. (2021): with ``n`` samples of a 
 ``c`` succeed, ``pass@k = 1 - C(n-c, k) / C(n, k)``, averaged over tasks. mean@k is the mean
 success over the samples of a task, averaged over tasks (the "avg@k" of math papers).
 
-Episodes that failed (``status == "error"``: the server never answered, the env raised) are
-counted apart and never scored: they are not a silent 0. A task's pass@k uses its scored samples
-only, and needs at least ``k`` of them.
+Episodes whose infrastructure failed (``status == "error"``: the server never answered after
+its retries, a sandbox could not run) are counted apart and not scored; every score comes with
+the **error rate** (errors / episodes), and a score whose error rate exceeds ``max_error_rate``
+(default 5 %) is refused (``refused: true``; the CLI prints no score then and exits non-zero).
+Everything else is scored: a prompt longer than the model's context (``truncation:
+"context"``) and an env that raised on the model's reply (``status == "env_error"``, counted in
+``env_errors`` too, since it is a bug of the env) count as failures, so a model cannot score
+higher by rambling or by crashing an env. A task's pass@k uses its scored samples only, and
+needs at least ``k`` of them.
 """
 
 from __future__ import annotations
@@ -16,7 +22,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["PRESETS", "compare_runs", "family", "pass_at_k", "summarize"]
+__all__ = [
+    "MAX_ERROR_RATE",
+    "PRESETS",
+    "compare_runs",
+    "family",
+    "is_scored",
+    "pass_at_k",
+    "summarize",
+]
+
+MAX_ERROR_RATE = 0.05
+"""The share of unscored episodes above which a score is refused (``--max-error-rate``)."""
 
 PRESETS = ("extreme-hard", "easy", "medium", "hard", "random")
 """The preset suffixes of env ids (``game:Sudoku-v0-easy``), read as difficulties."""
@@ -57,10 +74,18 @@ def _group(records: Iterable[Mapping[str, Any]], key: str) -> dict[str, list[Map
     return dict(out)
 
 
-def _block(records: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
+def is_scored(record: Mapping[str, Any]) -> bool:
+    """Whether a record counts in the scores (everything but an infrastructure ``error``)."""
+    return record.get("status") != "error"
+
+
+def _block(
+    records: Sequence[Mapping[str, Any]], ks: Sequence[int], max_error_rate: float
+) -> dict[str, Any]:
     """Scores of a set of episodes (one env, or one difficulty of an env)."""
-    ok = [r for r in records if r["status"] == "ok"]
+    ok = [r for r in records if is_scored(r)]
     errors = len(records) - len(ok)
+    error_rate = errors / len(records) if records else 0.0
     by_task: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for r in ok:
         by_task[int(r["task"])].append(r)
@@ -69,6 +94,11 @@ def _block(records: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
         "episodes": len(records),
         "scored": len(ok),
         "errors": errors,
+        "error_rate": error_rate,
+        "refused": error_rate > max_error_rate,
+        "env_errors": sum(r.get("status") == "env_error" for r in records),
+        "context_truncations": sum(r.get("truncation") == "context" for r in ok),
+        "warnings": sum(len(r.get("warnings") or ()) for r in records),
         "tasks": len({int(r["task"]) for r in records}),
         "success_rate": sum(bool(r["success"]) for r in ok) / len(ok) if ok else None,
         "mean_return": sum(float(r["return"]) for r in ok) / len(ok) if ok else None,
@@ -94,20 +124,32 @@ def _block(records: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
     return out
 
 
-def summarize(records: Iterable[Mapping[str, Any]], ks: Sequence[int] = (1,)) -> dict[str, Any]:
+def summarize(
+    records: Iterable[Mapping[str, Any]],
+    ks: Sequence[int] = (1,),
+    *,
+    max_error_rate: float = MAX_ERROR_RATE,
+) -> dict[str, Any]:
     """Per-env scores (and per difficulty within each env), plus the macro average over envs.
 
     Returns ``{"envs": {name: {...scores, "difficulties": {d: {...}}}}, "families": {...},
     "overall": {...}}``; ``families`` breaks each family of envs (the presets of a game, the
     levels of a dataset) down by difficulty, where it has more than one; ``overall`` holds the
-    totals and the mean of the per-env scores.
+    totals and the mean of the per-env scores. Every block has its ``error_rate`` and
+    ``refused`` (the error rate exceeds ``max_error_rate``); the overall score is refused when
+    its own error rate or any env's exceeds it.
     """
+    if not 0.0 <= max_error_rate <= 1.0:
+        from gemgym.errors import ConfigError
+
+        raise ConfigError(f"max_error_rate must be in [0, 1], got {max_error_rate}")
     records = list(records)
+    m = max_error_rate
     envs: dict[str, Any] = {}
     for name, rs in sorted(_group(records, "env").items()):
-        block = _block(rs, ks)
+        block = _block(rs, ks, m)
         block["difficulties"] = {
-            d: _block(drs, ks) for d, drs in sorted(_group(rs, "difficulty").items())
+            d: _block(drs, ks, m) for d, drs in sorted(_group(rs, "difficulty").items())
         }
         envs[name] = block
     blocks = list(envs.values())
@@ -116,11 +158,20 @@ def summarize(records: Iterable[Mapping[str, Any]], ks: Sequence[int] = (1,)) ->
         vals = [b[key] for b in blocks if b[key] is not None]
         return sum(vals) / len(vals) if vals else None
 
+    episodes = sum(b["episodes"] for b in blocks)
+    errors = sum(b["errors"] for b in blocks)
+    error_rate = errors / episodes if episodes else 0.0
     overall: dict[str, Any] = {
         "envs": len(envs),
-        "episodes": sum(b["episodes"] for b in blocks),
+        "episodes": episodes,
         "scored": sum(b["scored"] for b in blocks),
-        "errors": sum(b["errors"] for b in blocks),
+        "errors": errors,
+        "error_rate": error_rate,
+        "refused": error_rate > m or any(b["refused"] for b in blocks),
+        "max_error_rate": m,
+        "env_errors": sum(b["env_errors"] for b in blocks),
+        "context_truncations": sum(b["context_truncations"] for b in blocks),
+        "warnings": sum(b["warnings"] for b in blocks),
         "success_rate": macro("success_rate"),
         "mean_return": macro("mean_return"),
         "mean_at_k": macro("mean_at_k"),
@@ -138,7 +189,7 @@ def summarize(records: Iterable[Mapping[str, Any]], ks: Sequence[int] = (1,)) ->
     for fam, rs in sorted(by_family.items()):
         diffs = _group(rs, "difficulty")
         if len(diffs) > 1:
-            families[fam] = {d: _block(drs, ks) for d, drs in _ordered(diffs)}
+            families[fam] = {d: _block(drs, ks, m) for d, drs in _ordered(diffs)}
     return {"envs": envs, "families": families, "overall": overall}
 
 
@@ -150,7 +201,7 @@ def _ordered(diffs: dict[str, Any]) -> list[tuple[str, Any]]:
 def _task_means(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, float]]:
     per: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if r["status"] == "ok":
+        if is_scored(r):
             per[str(r["env"])][int(r["task"])].append(bool(r["success"]))
     return {e: {t: sum(v) / len(v) for t, v in ts.items()} for e, ts in per.items()}
 

@@ -3,7 +3,11 @@
 It speaks enough of the chat-completions API for any OpenAI client (``POST
 /v1/chat/completions``, ``GET /v1/models``), answers with a function of the request, records
 every request it receives, and injects faults on demand: a share of requests answered with HTTP
-500 and a share that hang (no answer until the server stops). It is a real HTTP/1.1 server
+500 and a share that hang (no answer until the server stops). A reply function may also answer
+a dict: ``{"status": 400, "error": "..."}`` (an error reply, e.g. vLLM's context overflow), or
+``{"content": None, "reasoning_content": "...", "finish_reason": "length"}`` (the message's
+fields as given). With ``models`` it serves only those names (404 for others, as vLLM); with
+``api_key`` it refuses other keys (401). It is a real HTTP/1.1 server
 (keep-alive, asyncio streams) in a background thread, fast enough to benchmark a harness:
 
 >>> with ScriptedChatServer(reply="\\\\boxed{7}") as server:  # doctest: +SKIP
@@ -30,7 +34,7 @@ from gemgym.errors import ConfigError
 
 __all__ = ["ScriptedChatServer"]
 
-Reply = Callable[[dict[str, Any]], str]
+Reply = Callable[[dict[str, Any]], "str | dict[str, Any]"]
 
 
 def _constant(text: str) -> Reply:
@@ -54,6 +58,9 @@ class ScriptedChatServer:
         reply_ids: ``reply_ids(request_body) -> token ids`` for ``POST /v1/completions`` with
             token-id prompts (vLLM's extensions: ``token_ids`` in the answer), as
             :class:`gemgym.llm.servers.VLLMBackend` asks.
+        models: the model names served (``GET /v1/models`` lists them; a chat request for
+            another name is answered 404); ``None``: any name, and the list is empty.
+        api_key: the bearer key required (401 otherwise); ``None``: any.
     """
 
     def __init__(
@@ -68,6 +75,8 @@ class ScriptedChatServer:
         port: int = 0,
         record: bool = True,
         reply_ids: Callable[[dict[str, Any]], list[int]] | None = None,
+        models: tuple[str, ...] | list[str] | None = None,
+        api_key: str | None = None,
     ) -> None:
         if not 0 <= fail_rate <= 1 or not 0 <= hang_rate <= 1 or fail_rate + hang_rate > 1:
             raise ConfigError("fail_rate and hang_rate must be in [0, 1] and sum to at most 1")
@@ -79,6 +88,8 @@ class ScriptedChatServer:
         self.port = port
         self.record = record
         self.reply_ids = reply_ids
+        self.models = None if models is None else tuple(models)
+        self.api_key = api_key
         self.requests: list[dict[str, Any]] = []
         self.counts = {"ok": 0, "failed": 0, "hung": 0}
         self._rng = random.Random(seed)
@@ -168,7 +179,15 @@ class ScriptedChatServer:
                     headers[key.strip().lower()] = value.strip()
             length = int(headers.get("content-length", "0"))
             body = await reader.readexactly(length) if length else b""
-            status, payload = await self._route(method, path, body)
+            if self.api_key is not None and headers.get("authorization") != (
+                f"Bearer {self.api_key}"
+            ):
+                status, payload = (
+                    401,
+                    {"error": {"message": "Incorrect API key provided", "type": "invalid_api_key"}},
+                )
+            else:
+                status, payload = await self._route(method, path, body)
             data = json.dumps(payload).encode()
             writer.write(
                 f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
@@ -183,7 +202,8 @@ class ScriptedChatServer:
     async def _route(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
         path = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path.endswith("/models"):
-            return 200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+            data = [{"id": m, "object": "model"} for m in self.models or ()]
+            return 200, {"object": "list", "data": data}
         if method == "POST" and path.endswith("/v1/completions"):
             return await self._completion(body)
         if method != "POST" or not path.endswith("/chat/completions"):
@@ -194,6 +214,9 @@ class ScriptedChatServer:
             return 400, {"error": {"message": f"bad JSON: {e}"}}
         if self.record:
             self.requests.append(request)
+        if self.models is not None and request.get("model") not in self.models:
+            missing = f"The model `{request.get('model')}` does not exist."
+            return 404, {"error": {"message": missing, "type": "NotFoundError", "code": 404}}
         draw = self._rng.random()
         if draw < self.fail_rate:
             self.counts["failed"] += 1
@@ -203,8 +226,17 @@ class ScriptedChatServer:
             await asyncio.Event().wait()  # until the server stops
         if self.delay:
             await asyncio.sleep(self.delay)
+        answer = self._reply(request)
+        if isinstance(answer, dict) and "status" in answer:
+            self.counts["failed"] += 1
+            return int(answer["status"]), {"error": {"message": str(answer.get("error", ""))}}
         self.counts["ok"] += 1
-        text = self._reply(request)
+        message: dict[str, Any] = {"role": "assistant", "content": answer}
+        finish = "stop"
+        if isinstance(answer, dict):
+            message = {"role": "assistant", "content": None, **answer}
+            finish = str(message.pop("finish_reason", "stop"))
+        text = str(message.get("content") or "")
         prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
         return 200, {
             "id": f"chatcmpl-{self.counts['ok']}",
@@ -214,8 +246,8 @@ class ScriptedChatServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "message": message,
+                    "finish_reason": finish,
                 }
             ],
             "usage": {
