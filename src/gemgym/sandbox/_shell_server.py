@@ -13,8 +13,9 @@ response carrying the request's nonce for each request):
               sourced, so it may span lines and change the shell's state (``cd``, ``export``)
 ``keys``      type keystrokes into the pty (a program that reads the terminal, ``Ctrl-C``)
 ``export``    kill every process of the session and return the workspace as a tar archive
-``test``      run the hidden tests (``/tests/test_*.py``, read-only) in a trusted child that is
-              not dumpable and alone holds the pipe its verdicts go through
+``test``      run the hidden tests (the request carries their Python modules, which never touch
+              the filesystem) in a trusted child that is not dumpable and alone holds the pipe
+              its verdicts go through; they report names, pass/fail and exception types only
 
 Every child of the server runs with the session's rlimits. The end of a command is recognised
 by a sentinel that the shell's ``PROMPT_COMMAND`` prints with ``$?``; a command that outlives its
@@ -28,6 +29,7 @@ import contextlib
 import os
 import select
 import signal
+import sys
 import time
 from typing import Any
 
@@ -277,7 +279,7 @@ def _shell_cmd(shell: _Shell, req: dict[str, Any]) -> dict[str, Any]:
 def _write_command(text: str) -> str:
     """Write a command to a new file of a name nobody can guess (the shell sources it)."""
     for attempt in range(2):
-        path = "/tmp/.gemgym-cmd-" + os.urandom(8).hex()
+        path = "/tmp/.cmd-" + os.urandom(8).hex()
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
             fd = os.open(path, flags, 0o600)
@@ -371,22 +373,82 @@ def _child_run(
 
 
 _RUNNER = r"""
-import importlib.util, json, os, sys, time, traceback
-fd = int(sys.argv[1])
+import builtins, errno, fcntl, importlib.machinery, importlib.util, io, json, os, stat, sys
+
+fd = 3
 def emit(obj):
     data = (json.dumps(obj) + "\n").encode()
     while data:
         data = data[os.write(fd, data):]
-files = sorted(f for f in os.listdir("/tests") if f.startswith("test") and f.endswith(".py"))
-sys.path.insert(0, "/tests")
-tests = []
-for name in files:
+
+# Answer files are opened without blocking: a FIFO, socket or device fails its test at once
+# (a FIFO would stall the tests until the verifier's timeout; /dev/zero would never end).
+_open = io.open
+_DEV_NULL = os.makedev(1, 3)
+def _opener(path, flags):
+    fd = os.open(path, flags | os.O_NONBLOCK, 0o666)
     try:
-        spec = importlib.util.spec_from_file_location(name[:-3], os.path.join("/tests", name))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        mode = os.fstat(fd)
+        if stat.S_ISDIR(mode.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+        regular = stat.S_ISREG(mode.st_mode)
+        if not regular and not (stat.S_ISCHR(mode.st_mode) and mode.st_rdev == _DEV_NULL):
+            raise OSError(errno.EINVAL, "not a regular file (FIFO, socket or device)", path)
+        if not flags & os.O_NONBLOCK:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+def _guarded_open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None,
+                  closefd=True, opener=None):
+    if opener is None and not isinstance(file, int):
+        opener = _opener
+    return _open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+builtins.open = io.open = _guarded_open
+
+# The tests' Python modules are served from memory: they never exist on the filesystem that
+# the agent's programs see (other files of tests/ are bound read-only at /tests).
+MODULES = {}
+for rel, source in SOURCES.items():
+    parts = rel[:-3].split("/")
+    package = parts[-1] == "__init__"
+    name = ".".join(parts[:-1] if package else parts)
+    if name:
+        MODULES[name] = (source, "/tests/" + rel, package)
+class _MemoryFinder:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name not in MODULES:
+            return None
+        _, origin, package = MODULES[name]
+        spec = importlib.util.spec_from_loader(name, cls, origin=origin, is_package=package)
+        spec.has_location = True
+        if package:
+            spec.submodule_search_locations = [os.path.dirname(origin)]
+        return spec
+    @staticmethod
+    def create_module(spec):
+        return None
+    @staticmethod
+    def exec_module(module):
+        source, origin, _ = MODULES[module.__spec__.name]
+        module.__file__ = origin
+        exec(compile(source, origin, "exec"), module.__dict__)
+at = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), 0)
+sys.meta_path.insert(at, _MemoryFinder)
+SOURCES = None
+
+# Verdicts carry test names and exception types only: never the tests' text or values.
+files = sorted((r for r in MODULES.values() if "/" not in r[1][7:]
+                and os.path.basename(r[1]).startswith("test") and not r[2]), key=lambda r: r[1])
+tests = []
+for _, origin, _ in files:
+    name = os.path.basename(origin)
+    try:
+        module = importlib.import_module(name[:-3])
     except BaseException as e:
-        emit({"error": "%s: %s: %s" % (name, type(e).__name__, e)})
+        emit({"error": "%s could not be loaded (%s)" % (name, type(e).__name__)})
         sys.exit(0)
     tests += [("%s::%s" % (name, k), v) for k, v in vars(module).items()
               if k.startswith("test") and callable(v)]
@@ -397,8 +459,7 @@ for name, fn in tests:
         fn()
         emit({"test": name, "passed": True})
     except BaseException as e:
-        line = traceback.format_exception_only(type(e), e)[-1].strip()
-        emit({"test": name, "passed": False, "error": line[:500]})
+        emit({"test": name, "passed": False, "error": type(e).__name__})
 emit({"done": True})
 """
 
@@ -406,8 +467,12 @@ emit({"done": True})
 def _run_tests(
     req: dict[str, Any], limits: dict[str, Any], env: dict[str, str], workspace: str
 ) -> dict[str, Any]:
-    """Run the hidden tests in a trusted child; its verdicts come through a pipe only it holds."""
+    """Run the hidden tests in a trusted child: their modules come from the request (memory
+    only), the child is not dumpable, and its verdicts come through a pipe only it holds."""
     _kill_everything()
+    sources = req.get("modules")
+    if not isinstance(sources, dict):
+        sources = {}
     verdict_r, verdict_w = os.pipe()
     out_r, out_w = os.pipe()
     pid = os.fork()
@@ -420,13 +485,17 @@ def _run_tests(
             os.set_inheritable(3, False)
             apply_limits(limits)
             os.chdir(workspace)
-            script = compile(_RUNNER, "<gemgym-test-runner>", "exec")
-            import sys
-
-            sys.argv = ["runner", "3"]
-            exec(script, {"__name__": "__gemgym_tests__"})
+            script = compile(_RUNNER, "<test-runner>", "exec")
+            exec(script, {"__name__": "__tests__", "SOURCES": dict(sources)})
+            os._exit(0)
+        except SystemExit:
             os._exit(0)
         except BaseException:
+            with contextlib.suppress(BaseException):
+                import traceback
+
+                traceback.print_exc()  # into the output, which the host keeps to itself
+                sys.stderr.flush()
             os._exit(70)
         finally:
             os._exit(70)

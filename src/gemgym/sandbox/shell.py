@@ -8,9 +8,16 @@ its output up to a sentinel the shell prints with the exit status, so a warm ``e
 about a millisecond (``benchmarks/terminal.py``). The session's own server (not the shell) is
 PID 1; it runs each request and answers the host (see :mod:`gemgym.sandbox._shell_server`).
 
-The interpreter inside is the system's ``/usr/bin/python3`` (the shell's tasks use it, and the
-host's virtual environment is not shown to the agent). Directories named in ``hide`` are covered
-by an empty read-only ``tmpfs`` (gemgym's own task files, when they live under ``/usr``).
+The interpreter inside is the system's ``/usr/bin/python3``, and the shell sees the system
+directories only: no virtual environment of the host is bound (whatever interpreter it was made
+from), and gemgym itself is covered by an empty read-only ``tmpfs`` wherever it is installed under
+``/usr`` (its package, its ``dist-info``), so no task's files, tests or solutions are visible;
+directories named in ``hide`` are covered the same way.
+
+A grading session (``tests=``) never puts the tests' Python modules on the sandbox's
+filesystem: they travel in the ``test`` request and are imported from memory by the trusted,
+not-dumpable test runner (other files of the tests directory, data the tests read, are bound
+read-only at ``/tests``). See docs/terminal.md, "Threat model".
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from __future__ import annotations
 import atexit
 import base64
 import functools
+import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +47,10 @@ __all__ = ["CommandResult", "ShellSession", "TestReport", "decode_keys"]
 WORKSPACE = "/app"
 """Where the workspace is, inside the sandbox."""
 _SYSTEM_PYTHON = "/usr/bin/python3"
-_SERVER_CODE = "/.gemgym-shell-server"
+_SERVER_CODE = "/.shell-server"
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+_MAX_TESTS = 64 << 20
+"""Bytes of a tests directory, at most (its modules travel in one request)."""
 _BACKSTOP = 5.0
 
 
@@ -85,6 +97,100 @@ def _compiled_server() -> str:
     return path
 
 
+def _under_system(path: str) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in _SYSTEM_DIRS)
+
+
+@functools.cache
+def _gemgym_installs() -> tuple[str, ...]:
+    """Where gemgym (its package, its metadata, the venv it runs from) lies on the host.
+
+    Everything gemgym ships (the terminal tasks' tests and reference solutions among it) is
+    under these paths; the ones under the system directories are masked in every shell.
+    """
+    import gemgym
+
+    found = {os.path.dirname(os.path.abspath(gemgym.__file__))}
+    found.add(os.path.realpath(next(iter(found))))
+    if sys.prefix != sys.base_prefix:  # a virtual environment (one under /usr/local, say)
+        found.update({os.path.abspath(sys.prefix), os.path.realpath(sys.prefix)})
+    sites = {p for p in sys.path if p and os.path.isdir(p)}
+    for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages"):
+        sites.update(glob.glob(pattern))
+    for site in sorted(sites):
+        try:
+            names = os.listdir(site)
+        except OSError:
+            continue
+        for name in names:
+            key = name.lower().lstrip("_")
+            if key.startswith(("gemgym", "editable__.gemgym", "editable___gemgym")):
+                found.add(os.path.join(site, name))
+    return tuple(sorted(found))
+
+
+def _mask_mounts(paths: Sequence[str]) -> list[str]:
+    """bubblewrap options covering each of ``paths`` under the system directories with an
+    empty read-only ``tmpfs`` (a file: ``/dev/null``); paths elsewhere are not bound at all."""
+    mounts: list[str] = []
+    masked: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths}):
+        if not _under_system(path) or path in _SYSTEM_DIRS or not os.path.exists(path):
+            continue
+        if any(path.startswith(m + "/") for m in masked):
+            continue
+        if os.path.isdir(path):
+            mounts += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
+        else:
+            mounts += ["--ro-bind", "/dev/null", path]
+        masked.append(path)
+    return mounts
+
+
+def _system_binds_only(argv: list[str]) -> list[str]:
+    """``argv`` without the read-only binds of non-system directories (a host venv that
+    :func:`~gemgym.sandbox.bwrap.bwrap_argv` binds for a program sandbox's interpreter):
+    a shell runs the system's ``/usr/bin/python3`` and sees nothing of the host's Python."""
+    keep = {*_SYSTEM_DIRS, "/proc/sys"}
+    keep.add(os.path.dirname(os.path.dirname(os.path.realpath(_SYSTEM_PYTHON))))
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        bind = argv[i] == "--ro-bind" and i + 2 < len(argv) and argv[i + 1] == argv[i + 2]
+        if bind and argv[i + 1] not in keep:
+            i += 3
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def _read_tests(tests: str | os.PathLike[str]) -> tuple[dict[str, str], list[str]]:
+    """The Python modules of a tests directory (relative path -> source) and its other files."""
+    modules: dict[str, str] = {}
+    others: list[str] = []
+    size = 0
+    root = Path(tests)
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(root).as_posix()
+        size += path.stat().st_size
+        if size > _MAX_TESTS:
+            raise ConfigError(
+                f"the tests directory {str(tests)!r} holds more than {_MAX_TESTS >> 20} MiB; "
+                "keep large data out of tests/"
+            )
+        if rel.endswith(".py"):
+            try:
+                modules[rel] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as e:
+                raise ConfigError(f"test module {str(path)!r} is not UTF-8 text ({e})") from e
+        else:
+            others.append(rel)
+    return modules, others
+
+
 @dataclass(frozen=True)
 class CommandResult:
     """What one command (or keystroke sequence) did.
@@ -115,7 +221,8 @@ class TestReport:
 
     Attributes:
         passed: names of the tests that passed.
-        failed: name -> why, for the others (tests that never ran included).
+        failed: name -> why, for the others (tests that never ran included): the exception's
+            type only (``"AssertionError"``), never the tests' text or expected values.
         error: the tests could not be loaded, or did not finish (timeout).
         output: the last lines the tests printed.
     """
@@ -179,8 +286,12 @@ class ShellSession:
             seconds per process, the shell included; default ``timeout`` + 1) and ``timeout``
             (the default per-command wall timeout).
         workspace_size: bytes of the writable workspace (``/app``, a ``tmpfs``).
-        tests: a host directory bound read-only at ``/tests`` (grading sessions only).
-        hide: host directories covered with an empty read-only directory inside.
+        tests: a host directory of hidden tests (grading sessions only), read now: its Python
+            modules are handed to the test runner in memory by :meth:`run_tests` and never
+            appear in the sandbox; its other files (data the tests read) are bound read-only
+            at ``/tests``.
+        hide: host directories covered with an empty read-only directory inside (gemgym's
+            own installation is always covered).
         max_output: bytes of a command's output kept (its head and tail).
         process_limit: ``"cgroup"``, ``"uid"`` or ``"auto"`` (see
             :class:`~gemgym.sandbox.bwrap.ProcessLimiter`).
@@ -219,15 +330,15 @@ class ShellSession:
         mounts = ["--size", str(int(workspace_size)), "--tmpfs", WORKSPACE]
         # Debian's `cc`, `awk`, `editor`... are links through /etc/alternatives.
         mounts += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
-        for path in hide:
-            p = os.path.realpath(path)
-            if p.startswith(("/usr/", "/lib", "/bin/", "/sbin/")) and os.path.isdir(p):
-                mounts += ["--size", "4096", "--tmpfs", p, "--remount-ro", p]
+        mounts += _mask_mounts([*_gemgym_installs(), *(os.fspath(p) for p in hide)])
         self._copy: str | None = None
+        self._tests: dict[str, str] | None = None
         if tests is not None:
             if not os.path.isdir(tests):
                 raise ConfigError(f"tests directory {str(tests)!r} does not exist")
-            mounts += ["--ro-bind", self._copy_tests(tests), "/tests"]
+            self._tests, others = _read_tests(tests)
+            if others:
+                mounts += ["--ro-bind", self._copy_tests(tests, others), "/tests"]
         cpu = self.limits.cpu_seconds
         config = {
             "workspace": WORKSPACE,
@@ -246,7 +357,10 @@ class ShellSession:
         seccomp = seccomp_program()
         try:
             self._server = ServerProcess(
-                lambda fds: bwrap_argv(_SYSTEM_PYTHON, self.limits, (), fds[0], mounts) + command,
+                lambda fds: (
+                    _system_binds_only(bwrap_argv(_SYSTEM_PYTHON, self.limits, (), fds[0], mounts))
+                    + command
+                ),
                 extra_fds=[seccomp],
                 cgroup=cgroup,
                 uid=limiter.user,
@@ -258,19 +372,21 @@ class ShellSession:
             raise
         self.memory_scope = cgroup.memory_scope if cgroup is not None else "process"
 
-    def _copy_tests(self, tests: str | os.PathLike[str]) -> str:
-        """A snapshot of ``tests`` that the sandbox's uid can read (the original may sit in a
-        private directory, and must not change under the run)."""
+    def _copy_tests(self, tests: str | os.PathLike[str], files: Sequence[str]) -> str:
+        """A snapshot of the tests' data ``files`` (no Python module) that the sandbox's uid
+        can read (the original may sit in a private directory, and must not change)."""
         self._copy = tempfile.mkdtemp(prefix="gemgym-tests-")
         os.chmod(self._copy, 0o755)
         target = os.path.join(self._copy, "tests")
-        shutil.copytree(tests, target, symlinks=False)
-        for root, dirs, files in os.walk(target):
+        os.mkdir(target, 0o755)
+        for rel in files:
+            dest = os.path.join(target, rel)
+            os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
+            shutil.copyfile(os.path.join(tests, rel), dest)
+            os.chmod(dest, 0o644)
+        for root, dirs, _ in os.walk(target):
             for name in dirs:
                 os.chmod(os.path.join(root, name), 0o755)
-            for name in files:
-                os.chmod(os.path.join(root, name), 0o644)
-        os.chmod(target, 0o755)
         return target
 
     # -- requests ----------------------------------------------------------------------------------
@@ -361,10 +477,16 @@ class ShellSession:
         return base64.b64decode(str(r["tar"]))
 
     def run_tests(self, timeout: float = 60.0) -> TestReport:
-        """Run the tests bound at ``/tests`` (``test*.py`` files, their ``test*`` functions)."""
+        """Run the session's hidden tests (its ``tests=``: the ``test*.py`` modules, their
+        ``test*`` functions) in the trusted test runner.
+
+        A failure is reported by the exception's type only (``"AssertionError"``): nothing of
+        the tests' text or expected values comes back in :attr:`TestReport.failed`.
+        """
         import json
 
-        r = self._request({"op": "test", "timeout": timeout}, timeout)
+        request = {"op": "test", "timeout": timeout, "modules": self._tests or {}}
+        r = self._request(request, timeout)
         names: list[str] = []
         passed: list[str] = []
         failed: dict[str, str] = {}

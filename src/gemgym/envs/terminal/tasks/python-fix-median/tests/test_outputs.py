@@ -1,3 +1,6 @@
+"""median() runs in a separate process; what it returned, and what it left of its input,
+are compared here (the expected values never reach the agent's code)."""
+
 import json
 import subprocess
 
@@ -7,19 +10,26 @@ import json, sys
 sys.path.insert(0, "/app")
 from stats import median
 out = []
-for case in json.loads(sys.argv[1]):
-    copy = list(case)
-    out.append([median(copy), copy == case])
-print(json.dumps(out))
+for case in json.loads(sys.stdin.read()):
+    out.append([median(case), case])
+sys.stdout.write("\\n" + json.dumps(out))
 """
 
 
 def run():
     done = subprocess.run(
-        ["python3", "-c", PROGRAM, json.dumps(CASES)], capture_output=True, text=True, timeout=20
+        ["python3", "-c", PROGRAM],
+        input=json.dumps(CASES),
+        cwd="/tmp",
+        capture_output=True,
+        text=True,
+        timeout=20,
     )
-    assert done.returncode == 0, done.stderr[-300:]
-    return json.loads(done.stdout)
+    lines = done.stdout.strip().splitlines()
+    assert lines, "no results"
+    out = json.loads(lines[-1])
+    assert isinstance(out, list) and len(out) == len(CASES)
+    return out
 
 
 def test_medians():
@@ -27,4 +37,4 @@ def test_medians():
 
 
 def test_input_not_changed():
-    assert all(same for _, same in run())
+    assert [after for _, after in run()] == CASES
