@@ -7,7 +7,11 @@ Example::
         --time-budget 1200 --out runs/rebn
 
 Needs the ``train`` extra (torch, transformers, matplotlib). Writes ``curves.csv``,
-``curves.png``, ``checkpoint.pt`` and ``final.json`` in ``--out``; ``--resume`` continues a run.
+``curves.png``, ``checkpoint.pt`` and ``final.json`` in ``--out``; ``--resume`` continues a run
+(an error when ``--out`` holds no checkpoint). Ctrl-C (SIGINT) or SIGTERM saves a checkpoint
+and the curves after the current SFT step or update and prints the command that resumes; the
+checkpoint and the curves are also written every ``--checkpoint-every`` updates and every
+``--checkpoint-every-s`` seconds.
 
 The flags are made from the fields of :class:`~gemgym.rl.trainer.TrainConfig`: :data:`FLAGS`
 names each field's flag and help; its type and default come from the field. ``--help`` lists
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -28,7 +34,7 @@ from gemgym.errors import ConfigError
 from gemgym.rl.trainer.codec import TOKENIZERS
 from gemgym.rl.trainer.config import KL_ESTIMATORS, SECTIONS, TrainConfig
 
-__all__ = ["FLAGS", "Flag", "add_arguments", "config_from_args", "run"]
+__all__ = ["FLAGS", "Flag", "add_arguments", "config_from_args", "resume_command", "run"]
 
 
 class _Estimators:
@@ -83,7 +89,12 @@ FLAGS: dict[str, Flag] = {
         "stop after S seconds (SFT included: it runs first, RL gets the rest)",
     ),
     "checkpoint_every": Flag(
-        "--checkpoint-every", "save a checkpoint every N updates (0: at the end)"
+        "--checkpoint-every",
+        "save a checkpoint and the curves every N updates (default 25; 0: not by updates)",
+    ),
+    "checkpoint_every_s": Flag(
+        "--checkpoint-every-s",
+        "and at least every S seconds, in SFT too (default 180; 0: not by time)",
     ),
     "device": Flag("--device", "auto (GPU when present), cpu, cuda:0 ..."),
     "threads": Flag("--threads", "torch CPU threads"),
@@ -285,7 +296,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                 if flag.help is None:
                     kwargs["help"] = "(default %(default)s)"
             group.add_argument(flag.flag, **kwargs)
-    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT/checkpoint.pt (an error when there is none)",
+    )
     p.add_argument("--quiet", action="store_true", help="no per-update log")
 
 
@@ -302,10 +317,38 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**values)
 
 
+def resume_command(config: TrainConfig) -> str:
+    """The ``gemgym train`` command that continues ``config``'s run: its env, every flag whose
+    value differs from the default, and ``--resume`` (shell-quoted)."""
+    from gemgym.rl.advantages import GROUP_ESTIMATORS
+
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    defaults["group_size"] = 8 if config.estimator in GROUP_ESTIMATORS else 1
+    argv = ["gemgym", "train", config.env_id]
+    for name, flag in FLAGS.items():
+        value = getattr(config, name)
+        if value == defaults[name] or (name == "out_dir" and value is None):
+            continue
+        tp, nargs = _base_type(name)
+        if tp is bool:
+            argv.append(flag.flag if value else "--no-" + flag.flag.removeprefix("--"))
+        elif value is None:  # only dual_clip turns None from a given value (0)
+            argv += [flag.flag, "0"]
+        elif nargs is not None:
+            argv += [flag.flag, *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            argv += [flag.flag, json.dumps(value)]
+        else:
+            argv += [flag.flag, str(value)]
+    return shlex.join([*argv, "--resume"])
+
+
 def run(args: argparse.Namespace) -> int:
-    """Train and print the final evaluation."""
+    """Train and print the final evaluation; on SIGINT/SIGTERM, save and print how to resume
+    (exit status 128 + the signal's number)."""
     try:
         from gemgym.rl.trainer import Trainer
+        from gemgym.rl.trainer.interrupt import TrainingInterrupted
     except ImportError as e:
         from gemgym.errors import missing_dependency
 
@@ -317,7 +360,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --updates N or --time-budget SECONDS")
     cfg = config_from_args(args)
     trainer = Trainer(cfg, log=None if args.quiet else print)
-    final = trainer.run(resume=args.resume)
+    try:
+        final = trainer.run(resume=args.resume)
+    except TrainingInterrupted as stop:
+        print(f"gemgym: {stop.message}", file=sys.stderr)
+        print(f"resume with:\n  {resume_command(cfg)}", file=sys.stderr)
+        return stop.exit_status
     ev = final.get("eval", {})
     print(
         f"{final['updates']} updates in {final['train_time_s']} s; eval on "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,11 +31,15 @@ MODEL_SETTINGS = (
 
 
 def save_checkpoint(trainer: Trainer, path: Path) -> None:
-    """Save ``trainer``'s model, optimiser, counters, curves and random states at ``path``."""
+    """Save ``trainer``'s model, optimiser, counters, curves and random states at ``path``.
+
+    The file is written beside ``path`` and then renamed onto it, so a run killed while saving
+    leaves the previous checkpoint whole."""
     import torch
 
     collector_state, sample_rng = trainer.collection.state()
     ref_model = trainer.scorer.ref_model
+    partial = path.with_name(path.name + ".partial")
     torch.save(
         {
             "model": trainer.model.state_dict(),
@@ -44,14 +49,16 @@ def save_checkpoint(trainer: Trainer, path: Path) -> None:
             "elapsed": trainer.elapsed,
             "log_entropy_coef": trainer.log_entropy_coef,
             "sft_done": trainer.sft_done,
+            "sft_step": trainer.sft_step,
             "rows": trainer.rows,
             "collector_group": collector_state["next_group"],
             "torch_rng": torch.get_rng_state(),
             "sample_rng": sample_rng,
             "ref_model": None if ref_model is None else ref_model.state_dict(),
         },
-        path,
+        partial,
     )
+    os.replace(partial, path)
 
 
 def load_model_weights(model: Any, path: Path | str, device: Any) -> None:
@@ -85,6 +92,7 @@ def load_checkpoint(trainer: Trainer, path: Path) -> None:
     trainer.elapsed = float(state["elapsed"])
     trainer.log_entropy_coef = float(state.get("log_entropy_coef", trainer.log_entropy_coef))
     trainer.sft_done = bool(state["sft_done"])
+    trainer.sft_step = int(state.get("sft_step", 0))
     trainer.rows = list(state["rows"])
     trainer.collector.load_state_dict({"next_group": int(state["collector_group"])})
     torch.set_rng_state(state["torch_rng"].cpu())  # map_location moved it

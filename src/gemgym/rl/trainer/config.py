@@ -79,6 +79,9 @@ class TrainConfig:
     final_eval_episodes: int = 1000
     final_eval_greedy: bool = True
     checkpoint_every: int = 25
+    checkpoint_every_s: float = 180.0
+    """Also save a checkpoint (and the curves) when this many seconds have passed since the last
+    one, in SFT and in RL (0: only every ``checkpoint_every`` updates)."""
     device: str = "auto"
     threads: int | None = None
     overlap: bool = False
@@ -214,6 +217,11 @@ class TrainConfig:
             raise ConfigError("epochs and minibatches must be >= 1")
         if self.minibatches > self.episodes_per_update:
             raise ConfigError("minibatches must not exceed episodes_per_update")
+        if self.checkpoint_every < 0 or self.checkpoint_every_s < 0:
+            raise ConfigError(
+                "checkpoint_every (updates) and checkpoint_every_s (seconds) must be >= 0 (0: "
+                f"off), got {self.checkpoint_every} and {self.checkpoint_every_s}"
+            )
         if self.updates is None and self.time_budget_s is None:
             raise ConfigError("give a number of updates or a time budget (or both)")
 
@@ -227,6 +235,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "updates",
         "time_budget_s",
         "checkpoint_every",
+        "checkpoint_every_s",
         "device",
         "threads",
         "overlap",

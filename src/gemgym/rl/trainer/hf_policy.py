@@ -63,7 +63,15 @@ def load_chat_model(config: TrainConfig) -> tuple[Any, HFCodec]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:  # pragma: no cover - the train extra installs it
         raise missing_dependency("transformers", "train") from e
-    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    _check_model_path(config.model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+    except (OSError, ValueError) as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(". ")
+        raise ConfigError(
+            f"model={config.model!r} (--model) could not be loaded ({reason}). Give a local "
+            "Hugging Face model directory or a Hub id (offline: one already in the cache)"
+        ) from e
     if getattr(tokenizer, "chat_template", None) is None:
         raise ConfigError(
             f"the tokenizer of {config.model} has no chat template; gemgym train --model renders "
@@ -84,6 +92,18 @@ def load_chat_model(config: TrainConfig) -> tuple[Any, HFCodec]:
         )
         model = get_peft_model(model, lora)
     return model, HFCodec(tokenizer)
+
+
+def _check_model_path(model: str) -> None:
+    """A ``model`` written as a path (``/``, ``./``, ``../``, ``~``) must be a directory."""
+    path = Path(model).expanduser()
+    if (model.startswith(("/", "./", "../", "~")) or path.exists()) and not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise ConfigError(
+            f"model={model!r} (--model) {what}: give a local Hugging Face model "
+            "directory (with config.json and a tokenizer) or a Hub id such as "
+            "'Qwen/Qwen2.5-0.5B-Instruct'"
+        )
 
 
 def _text(observation: Any, info: dict[str, Any] | None) -> str:

@@ -87,17 +87,18 @@ from __future__ import annotations
 import copy
 import json
 import math
+import signal
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from gemgym.episodes.outcomes import derive_seed
-from gemgym.errors import GemGymError
+from gemgym.errors import ConfigError, GemGymError
 from gemgym.experience import Episode, read_jsonl
 from gemgym.rl.collector import Batch
 from gemgym.rl.tokens import TokenizedEpisode, token_weights
@@ -107,6 +108,7 @@ from gemgym.rl.trainer.codec import HFCodec
 from gemgym.rl.trainer.collection import BatchCollection, make_collector
 from gemgym.rl.trainer.config import KL_ESTIMATORS, TrainConfig, config_from_dict
 from gemgym.rl.trainer.evaluation import EVAL_SEED_BASE, evaluate_policy
+from gemgym.rl.trainer.interrupt import StopRequest, TrainingInterrupted
 from gemgym.rl.trainer.logprobs import token_log_probs, token_log_probs_and_entropy
 from gemgym.rl.trainer.losses import (
     ReferenceDistribution,
@@ -132,6 +134,7 @@ __all__ = [
     "ReferenceDistribution",
     "TrainConfig",
     "Trainer",
+    "TrainingInterrupted",
     "clipped_policy_loss",
     "config_from_dict",
     "exact_kl_penalty",
@@ -158,6 +161,20 @@ def format_error_share(episodes: Sequence[Episode]) -> float:
     return bad / len(episodes)
 
 
+def _check_input_files(config: TrainConfig) -> None:
+    """The files a run reads (``sft_path``, ``init_checkpoint``) exist: a clear error before
+    the model is built."""
+    given = (
+        ("sft_path", "--sft", "recorded episodes (JSONL from `gemgym run ... --out FILE.jsonl`)"),
+        ("init_checkpoint", "--init", "a checkpoint.pt written by gemgym train"),
+    )
+    for name, flag, what in given:
+        value = getattr(config, name)
+        if value is not None and not Path(value).is_file():
+            why = "is a directory" if Path(value).is_dir() else "does not exist"
+            raise ConfigError(f"{name}={value!r} ({flag}) {why}: give {what}")
+
+
 class Trainer:
     """Runs :class:`TrainConfig`; see the module docstring.
 
@@ -169,6 +186,7 @@ class Trainer:
         import torch
 
         config.validate()
+        _check_input_files(config)
         self.config = config
         self.log = log or (lambda _msg: None)
         if config.threads:
@@ -210,6 +228,8 @@ class Trainer:
         # entropy_target: the log of the bonus coefficient, adapted after every update
         self.log_entropy_coef = math.log(config.entropy_coef) if config.entropy_coef > 0 else 0.0
         self.sft_done = False
+        self.sft_step = 0
+        """SFT steps done (a run interrupted during SFT resumes from there)."""
         self.rows: list[dict[str, Any]] = []
         self.format_error_updates = 0
         """Updates whose batch held only format errors (nothing to learn from)."""
@@ -311,9 +331,18 @@ class Trainer:
             kl_coef=cfg.kl_coef if kl_coef is None else kl_coef,
         )
 
-    def sft(self, episodes: Sequence[Episode], steps: int) -> float:
+    def sft(
+        self,
+        episodes: Sequence[Episode],
+        steps: int,
+        *,
+        start: int = 0,
+        after_step: Callable[[int], bool] | None = None,
+    ) -> float:
         """Supervised warm start: maximise the likelihood of the recorded actions (``steps``
-        steps at ``sft_lr``, progress in the log); returns the last step's loss."""
+        steps at ``sft_lr``, progress in the log); returns the last step's loss. ``start`` and
+        ``after_step``: as in :func:`~gemgym.rl.trainer.sft.supervised_fine_tune` (resuming,
+        stopping early)."""
         cfg = self.config
         self.learner.set_learning_rate(cfg.sft_lr)
         loss = supervised_fine_tune(
@@ -325,6 +354,8 @@ class Trainer:
             seed=cfg.seed,
             max_length=self.max_length,
             log=self.log,
+            start=start,
+            after_step=after_step,
         )
         self.learner.set_learning_rate(cfg.lr)
         return loss
@@ -499,14 +530,80 @@ class Trainer:
         return evaluate_policy(self.policy, self.config, episodes, seed=seed, greedy=greedy)
 
     # -- the run ---------------------------------------------------------------------------
-    def run(self, *, resume: bool = False) -> dict[str, Any]:
-        """SFT (once), RL until the update count or the time budget, final evaluation."""
+    @property
+    def checkpoint_path(self) -> Path:
+        """Where the run's checkpoint is written: ``out_dir/checkpoint.pt``."""
+        return self.out_dir / "checkpoint.pt"
+
+    def run(self, *, resume: bool | Literal["auto"] = False) -> dict[str, Any]:
+        """SFT (once), RL until the update count or the time budget, final evaluation.
+
+        ``resume=True`` continues from ``out_dir/checkpoint.pt`` (an error when there is none);
+        ``"auto"`` continues from it when it exists and starts a new run otherwise.
+
+        SIGINT (Ctrl-C) and SIGTERM during the run (from the main thread) stop it after the
+        current SFT step or RL update: the checkpoint and the curves are written, then
+        :class:`TrainingInterrupted` (a ``KeyboardInterrupt``) is raised with how to resume. A
+        second signal stops at once, without saving. Besides, a checkpoint and the curves are
+        written every ``checkpoint_every`` updates and whenever ``checkpoint_every_s`` seconds
+        have passed since the last one (SFT included), so a killed run loses at most that.
+        """
         cfg = self.config
+        if resume not in (True, False, "auto"):
+            raise ConfigError(f"resume must be True, False or 'auto', got {resume!r}")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        if resume and (self.out_dir / "checkpoint.pt").exists():
-            self.load(self.out_dir / "checkpoint.pt")
-            self.log(f"resumed at update {self.update} ({self.elapsed:.0f} s)")
+        if resume and self.checkpoint_path.exists():
+            self.load(self.checkpoint_path)
+            where = (
+                f"SFT step {self.sft_step}/{cfg.sft_steps}"
+                if cfg.sft_path and not self.sft_done
+                else f"update {self.update}"
+            )
+            self.log(f"resumed at {where} ({self.elapsed:.0f} s) from {self.checkpoint_path}")
+        elif resume is True:
+            raise ConfigError(
+                f"nothing to resume: {self.checkpoint_path} does not exist. Give the out_dir "
+                "(--out) of the run to continue, or drop resume (--resume) to start a new run"
+            )
+        with StopRequest(self._stop_signalled) as stop:
+            try:
+                return self._run(stop)
+            finally:
+                self.collection.stop()  # overlap: the batch collected meanwhile is not used
+
+    def _stop_signalled(self, signum: int) -> None:
+        self.log(
+            f"{signal.Signals(signum).name}: stopping after the current step to save a "
+            "checkpoint (send it again to stop now, without saving)"
+        )
+
+    def _run(self, stop: StopRequest) -> dict[str, Any]:
+        cfg = self.config
         start = time.perf_counter() - self.elapsed
+        last_save = time.perf_counter()
+
+        def save_progress() -> None:
+            nonlocal last_save
+            self.elapsed = time.perf_counter() - start
+            self.save(self.checkpoint_path)
+            self.write_curves()
+            last_save = time.perf_counter()
+
+        def save_due() -> bool:
+            every = cfg.checkpoint_every_s
+            return bool(every) and time.perf_counter() - last_save >= every
+
+        def interrupted(phase: str) -> TrainingInterrupted:
+            signum = stop.signal or signal.SIGINT
+            save_progress()
+            message = (
+                f"{signal.Signals(signum).name} {phase}: checkpoint saved to "
+                f"{self.checkpoint_path} (curves in {self.out_dir}). To continue, run the same "
+                "command with --resume (Trainer.run(resume=True))"
+            )
+            self.log(message)
+            return TrainingInterrupted(signum, str(self.checkpoint_path), message)
+
         if cfg.init_checkpoint and self.update == 0 and not self.sft_done:
             self.load_weights(cfg.init_checkpoint)
             self.sft_done = True
@@ -514,13 +611,27 @@ class Trainer:
         if cfg.sft_path and not self.sft_done:
             eps = list(read_jsonl(cfg.sft_path))
             self.log(self._sft_plan(len(eps)))
-            loss = self.sft(eps, cfg.sft_steps)
+
+            def after_sft_step(i: int) -> bool:
+                self.sft_step = i
+                if stop.requested:
+                    return True
+                if save_due():
+                    save_progress()
+                return False
+
+            loss = self.sft(eps, cfg.sft_steps, start=self.sft_step, after_step=after_sft_step)
+            if stop.requested:
+                raise interrupted(f"during SFT, after step {self.sft_step}/{cfg.sft_steps}")
             self.sft_done = True
             self.elapsed = time.perf_counter() - start
             self.log(f"SFT on {len(eps)} episodes, {cfg.sft_steps} steps: loss {loss:.3f}")
+            save_progress()  # the warm start is never redone
             if cfg.time_budget_s is not None:
                 self.log(self._budget_split())
         while True:
+            if stop.requested:
+                raise interrupted(f"at update {self.update}")
             self.elapsed = time.perf_counter() - start
             if cfg.updates is not None and self.update >= cfg.updates:
                 break
@@ -543,9 +654,9 @@ class Trainer:
                 f"update {row['update']:4d}  {row['time_s']:7.1f}s  success {row['success']:.2f}"
                 f"  turns {row['mean_turns']:.2f}  loss {row['loss']:+.4f}{errors}{evaluated}"
             )
-            if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
-                self.elapsed = time.perf_counter() - start
-                self.save(self.out_dir / "checkpoint.pt")
+            by_updates = cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0
+            if (by_updates or save_due()) and not stop.requested:  # else saved just below
+                save_progress()
         self.collection.stop()  # overlap: the batch collected meanwhile is not used
         self.elapsed = time.perf_counter() - start
         if self.format_error_updates:
@@ -553,8 +664,7 @@ class Trainer:
                 f"{self.format_error_updates} of the run's updates had only format errors in "
                 "their batch (nothing to learn from)"
             )
-        self.save(self.out_dir / "checkpoint.pt")
-        self.write_curves()
+        save_progress()
         final: dict[str, Any] = {
             "config": asdict(cfg),
             "parameters": self.num_parameters,
@@ -564,9 +674,11 @@ class Trainer:
         if cfg.final_eval_episodes:
             final["eval"] = self.evaluate(cfg.final_eval_episodes)
             self.log(f"final eval: {final['eval']}")
-            if cfg.final_eval_greedy:
+            if cfg.final_eval_greedy and not stop.requested:
                 final["eval_greedy"] = self.evaluate(cfg.final_eval_episodes, greedy=True)
                 self.log(f"final eval, greedy decoding: {final['eval_greedy']}")
+        if stop.requested:  # training is saved whole; a resumed run only evaluates
+            raise interrupted(f"during the final evaluation, after all {self.update} updates")
         if isinstance(self.codec, HFCodec):  # the trained model, as from_pretrained loads it
             hf_policy.save_hf_model(self.model, self.codec.tokenizer, self.out_dir / "model")
         (self.out_dir / "final.json").write_text(json.dumps(final, indent=2) + "\n")

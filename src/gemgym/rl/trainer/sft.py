@@ -31,11 +31,18 @@ def supervised_fine_tune(
     seed: int,
     max_length: int | None,
     log: Callable[[str], None] | None = None,
+    start: int = 0,
+    after_step: Callable[[int], bool] | None = None,
 ) -> float:
     """``steps`` steps of ``step(tokens, weights)`` (the negative log-likelihood of the action
     tokens: weights 1 on them) on random minibatches of ``batch_size`` episodes (drawn with
-    ``seed``); returns the last step's loss. ``log`` receives about :data:`SFT_REPORTS` progress
-    lines (step, loss, time spent and left)."""
+    ``seed``); returns the last step's loss (NaN when no step ran). ``log`` receives about
+    :data:`SFT_REPORTS` progress lines (step, loss, time spent and left).
+
+    ``start``: the steps already done (a resumed run): the minibatches go on where they were,
+    as if the run had not stopped. ``after_step(i)`` is called after step ``i`` (1-based) and
+    once before the first step with ``i = start``; when it returns true the fine-tuning stops
+    there (an interrupted run saves its checkpoint)."""
     if not episodes:
         raise ConfigError("no episodes to fine-tune on: give a JSONL file of recorded episodes")
     tokens = [tokenize(e) for e in episodes]
@@ -48,17 +55,25 @@ def supervised_fine_tune(
             "--n-positions) or keep fewer tokens of each observation (obs_max_tokens).",
             stacklevel=3,
         )
+    if not 0 <= start <= steps:
+        raise ConfigError(f"start must be in [0, steps={steps}], got {start}")
     rng = np.random.default_rng(seed)
     loss = math.nan
     bs = min(batch_size, len(tokens))
+    for _ in range(start):  # the minibatches of the steps already done
+        rng.choice(len(tokens), size=bs, replace=False)
     every = max(1, math.ceil(steps / SFT_REPORTS))
-    start = time.perf_counter()
-    for i in range(1, steps + 1):
+    began = time.perf_counter()
+    if after_step is not None and after_step(start):
+        return loss
+    for i in range(start + 1, steps + 1):
         idx = rng.choice(len(tokens), size=bs, replace=False)
         batch = [tokens[j] for j in idx]
         loss = step(batch, [t.action_mask.astype(np.float64) for t in batch])
         if log is not None and (i % every == 0 or i == steps):
-            spent = time.perf_counter() - start
-            left = spent / i * (steps - i)
+            spent = time.perf_counter() - began
+            left = spent / (i - start) * (steps - i)
             log(f"SFT step {i}/{steps}: loss {loss:.3f}  ({spent:.0f} s, about {left:.0f} s left)")
+        if after_step is not None and after_step(i):
+            break
     return loss
