@@ -57,7 +57,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
         if job["verbose"]:
             print(f"[{job['name']}] {msg}", flush=True)
 
-    final = Trainer(cfg, log=log).run(resume=True)
+    final = Trainer(cfg, log=log).run(resume="auto")  # a rerun continues each run
     final["name"] = job["name"]
     final["started"] = t0
     return final
