@@ -35,8 +35,15 @@ Transition = Turn
 """One turn of an :class:`Episode` (the engine's :class:`~gemgym.episodes.Turn`)."""
 
 
-def write_jsonl(episodes: Iterable[Episode], path: str | Path | IO[str]) -> int:
-    """Write episodes as JSON lines (one episode a line); returns how many were written."""
+def write_jsonl(
+    episodes: Iterable[Episode], path: str | Path | IO[str], *, append: bool = False
+) -> int:
+    """Write episodes as JSON lines (one episode a line, each flushed as it comes, so a run
+    stopped at any moment keeps what finished); returns how many were written. ``append``:
+    add to the file instead of replacing it."""
+    if isinstance(path, str | Path):
+        with open(path, "a" if append else "w", encoding="utf-8", buffering=1) as f:
+            return write_episodes(episodes, f)
     return write_episodes(episodes, path)
 
 

@@ -1,5 +1,11 @@
 """``gemgym run ID --agent random|oracle|openai``: play episodes, show a summary, save traces.
 
+The episodes are played by the episode engine; ``--agent openai`` is ``gemgym eval``'s chat
+agent (:class:`gemgym.evaluation.agents.ChatAgent`): a probe of the server before the run,
+retries with backoff, a failed request ends only its episode, a circuit breaker stops a run
+against a server that keeps failing. ``--out`` gets each episode as it ends; ``--resume``
+plays the episodes the file lacks and those that failed, and leaves one line per episode.
+
 Example::
 
     gemgym run game:GuessTheNumber-v0-hard --agent oracle --episodes 200 --seed 0 --out traces.jsonl
@@ -12,9 +18,13 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gemgym.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gemgym.experience import Episode
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,7 +33,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", choices=["random", "oracle", "openai"], default="oracle")
     p.add_argument("--episodes", type=int, default=100, help="number of episodes (default 100)")
     p.add_argument("--seed", type=int, default=0, help="episode k uses seed+k (default 0)")
-    p.add_argument("--out", help="write the episodes to this JSONL file")
+    p.add_argument(
+        "--out", help="write the episodes to this JSONL file (each as it ends, one line each)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out: play the episodes it lacks and those that failed",
+    )
     p.add_argument("--batch-size", type=int, default=None, help="episodes played at once")
     p.add_argument("--max-steps", type=int, default=None, help="cut episodes after N steps")
     p.add_argument(
@@ -34,15 +51,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="keyword for the env (VALUE parsed as JSON when it can be); repeatable",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    g = p.add_argument_group("openai agent")
+    g = p.add_argument_group("openai agent (as gemgym eval's: retries, probe, circuit breaker)")
     g.add_argument("--model", help="model name served by the server")
     g.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1")
     g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var with the API key")
     g.add_argument("--temperature", type=float, default=0.7)
     g.add_argument("--max-tokens", type=int, default=1024)
-    g.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
-    g.add_argument("--max-retries", type=int, default=2, help="retries of a failed request")
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds per request (120)")
+    g.add_argument("--max-retries", type=int, default=5, help="retries of a failed request (5)")
+    g.add_argument(
+        "--retry-backoff", type=float, default=1.0, help="first retry waits up to N s (1)"
+    )
     g.add_argument("--system-prompt", default=None)
+    g.add_argument(
+        "--no-probe", action="store_true", help="do not check the model server before the run"
+    )
 
 
 def parse_kv(items: list[str], flag: str = "--env-kwarg") -> dict[str, Any]:
@@ -59,40 +82,143 @@ def parse_kv(items: list[str], flag: str = "--env-kwarg") -> dict[str, Any]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the agent and print the summary table."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-    from rich.table import Table
+def _build_agent(args: argparse.Namespace) -> Any:
+    """The agent: the engine policy of ``gemgym eval`` for ``openai``, else a built-in."""
+    import os
 
     from gemgym.agents import make_agent
-    from gemgym.experience import Episode, rollout, summarize, write_jsonl
+
+    if args.agent != "openai":
+        return make_agent(args.agent)
+    from gemgym.evaluation.agents import ChatAgent
+
+    if not args.model:
+        raise ConfigError("--agent openai needs --model (and usually --base-url)")
+    if args.max_retries < 0 or args.timeout <= 0:
+        raise ConfigError("--max-retries must be >= 0 and --timeout > 0")
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    return ChatAgent(
+        args.model,
+        base_url,
+        api_key=os.environ.get(args.api_key_env) or "EMPTY",
+        system_prompt=args.system_prompt,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+        backoff=args.retry_backoff,
+    )
+
+
+def _check_oracle(env_id: str, env_kwargs: dict[str, Any], seed: int) -> None:
+    """``--agent oracle`` needs an env with an expert: say so in one line, before the run."""
+    from gemgym.registry import make
+
+    env = make(env_id, **env_kwargs)
+    try:
+        env.reset(seed=seed)
+        env.expert_action()
+    except NotImplementedError as e:
+        raise ConfigError(
+            f"{env_id} has no expert ({e}), so --agent oracle cannot play it; use --agent "
+            "random, or --agent openai with a model"
+        ) from None
+    except Exception:  # any other failure is the episodes' own, reported there
+        pass
+    finally:
+        env.close()
+
+
+def _previous(path: Path, env_id: str, seed: int, episodes: int) -> dict[int, Episode]:
+    """The last record of each episode of an earlier run in ``path`` (``--resume``)."""
+    from gemgym.episodes.outcomes import episode_seed
+    from gemgym.experience import read_jsonl
+
+    if not path.is_file():
+        return {}
+    # a torn last line (a kill mid-write) is dropped
+    text = path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        path.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+    done: dict[int, Episode] = {}
+    for ep in read_jsonl(path):
+        if ep.env_id != env_id or ep.seed != episode_seed(seed, ep.index):
+            raise ConfigError(
+                f"{path} holds episodes of another run ({ep.env_id}, seed {ep.seed} for episode "
+                f"{ep.index}); resume it with the same env and --seed, or choose another --out"
+            )
+        if ep.index < episodes:
+            done[ep.index] = ep
+    return done
+
+
+def _compact(path: Path, episodes: dict[int, Episode]) -> None:
+    """Rewrite ``path`` with one line per episode, in index order (atomically)."""
+    import os
+
+    from gemgym.experience import write_jsonl
+
+    tmp = path.with_name(path.name + ".tmp")
+    write_jsonl((episodes[k] for k in sorted(episodes)), tmp)
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the agent and print the summary table."""
+    import asyncio
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from gemgym import experience
+    from gemgym.episodes.engine import Engine, EnvSource, EpisodeSpec, run_sync
+    from gemgym.episodes.outcomes import episode_seed
+    from gemgym.errors import ModelUnavailableError
     from gemgym.registry import make
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
+    if args.resume and not args.out:
+        raise ConfigError("--resume continues the run in --out: give --out FILE")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}")
     env_kwargs = parse_kv(args.env_kwarg)
     make(args.env_id, **env_kwargs).close()  # unknown ids and bad kwargs fail before anything
-    if args.agent == "openai":
-        if not args.model:
-            raise ConfigError("--agent openai needs --model (and usually --base-url)")
-        agent = make_agent(
-            "openai",
-            model=args.model,
-            base_url=args.base_url,
-            api_key_env=args.api_key_env,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens,
-            timeout=args.timeout,
-            max_retries=args.max_retries,
-            system_prompt=args.system_prompt,
+    out = Path(args.out) if args.out else None
+    if out is not None and (out.is_dir() or not out.parent.is_dir()):
+        raise ConfigError(f"--out {args.out} must be a file in an existing folder")
+    if out is not None and out.is_file() and out.stat().st_size and not args.resume:
+        raise ConfigError(
+            f"{args.out} already holds episodes; pass --resume to finish that run, or choose "
+            "another --out"
         )
-        batch = args.batch_size or 16
-    else:
-        agent = make_agent(args.agent)
-        batch = args.batch_size or 1
+    if args.agent == "oracle":
+        _check_oracle(args.env_id, env_kwargs, args.seed)
+    agent = _build_agent(args)
     console = Console(stderr=True)
-    episodes: list[Episode] = []
+    if args.agent == "openai" and not args.no_probe:
+        warning = asyncio.run(agent.probe())
+        if warning:
+            console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+    done = _previous(out, args.env_id, args.seed, args.episodes) if out and args.resume else {}
+    todo = [k for k in range(args.episodes) if k not in done or done[k].failed]
+    if done and not args.quiet:
+        console.print(
+            f"resuming {args.out}: {args.episodes - len(todo)} of {args.episodes} episodes done",
+            markup=False,
+        )
+    batch = args.batch_size or (16 if args.agent == "openai" else 1)
+    engine = Engine(
+        experience.as_policy(agent),
+        EnvSource.make(args.env_id, **env_kwargs),
+        concurrency=max(1, min(batch, len(todo))),
+        max_turns=args.max_steps,
+        seed=args.seed if args.agent == "openai" else None,
+    )
+    specs = [EpisodeSpec(k, episode_seed(args.seed, k)) for k in todo]
+    played: dict[int, Episode] = {}
+    stopped: str | None = None
     try:
         with Progress(
             "[progress.description]{task.description}",
@@ -103,31 +229,82 @@ def run(args: argparse.Namespace) -> int:
             disable=args.quiet,
             transient=True,
         ) as progress:
-            task = progress.add_task(f"{args.agent} on {args.env_id}", total=args.episodes)
+            task = progress.add_task(f"{args.agent} on {args.env_id}", total=len(todo))
 
-            def played() -> Iterator[Episode]:
-                for ep in rollout(
-                    args.env_id,
-                    agent,
-                    episodes=args.episodes,
-                    seed=args.seed,
-                    batch_size=batch,
-                    max_steps=args.max_steps,
-                    **env_kwargs,
-                ):
-                    episodes.append(ep)
+            def episodes() -> Iterator[Episode]:
+                for ep in run_sync(lambda: engine.play(specs)):
+                    played[ep.index] = ep
                     progress.advance(task)
                     yield ep
 
-            if args.out:
-                write_jsonl(played(), args.out)  # each episode is written as it ends
-            else:
-                for _ in played():
-                    pass
+            try:
+                if out is not None and args.resume:
+                    experience.write_jsonl(episodes(), out, append=True)
+                elif out is not None:
+                    experience.write_jsonl(episodes(), str(out))  # each written as it ends
+                else:
+                    for _ in episodes():
+                        pass
+            except ModelUnavailableError as e:  # the circuit breaker: the server is gone
+                stopped = str(e)
     finally:
-        close = getattr(agent, "close", None)
-        if callable(close):
-            close()
+        engine.close()
+        _close(agent)
+    everything = {**done, **played}
+    if out is not None and (args.resume or stopped) and out.is_file():
+        _compact(out, everything)
+    _print_table(args, [everything[k] for k in sorted(everything)])
+    if out is not None:
+        console.print(f"wrote {len(played)} episodes to {out}", markup=False)
+    if stopped is not None:
+        console.print(
+            f"error: {stopped}; continue with --resume --out {args.out or 'FILE'} once the "
+            "model server works",
+            markup=False,
+            soft_wrap=True,
+        )
+        return 2
+    failed = [everything[k] for k in sorted(everything) if everything[k].failed]
+    if failed:  # scored as failures above; the command still says the run is not clean
+        first = failed[0]
+        console.print(
+            f"error: {len(failed)} of {len(everything)} episodes failed (counted as "
+            f"unsuccessful); the first, episode {first.index}, at {first.error_stage}: "
+            f"{first.error}" + (f"; play them again with --resume --out {args.out}"
+                                if args.out else ""),
+            markup=False,
+            soft_wrap=True,
+        )  # fmt: skip
+        return 2
+    warned = [e for e in everything.values() if e.warnings]
+    if warned:
+        console.print(
+            f"warning: {sum(len(e.warnings) for e in warned)} replies had no text; the first: "
+            f"{warned[0].warnings[0]}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return 0
+
+
+def _close(agent: Any) -> None:
+    import asyncio
+
+    aclose = getattr(agent, "aclose", None)
+    if aclose is not None:
+        asyncio.run(aclose())
+        return
+    close = getattr(agent, "close", None)
+    if callable(close):
+        close()
+
+
+def _print_table(args: argparse.Namespace, episodes: list[Episode]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gemgym.experience import summarize
+
     stats = summarize(episodes)
     table = Table(title=f"{args.agent} agent on {args.env_id}")
     for col in ("episodes", "errors", "mean return", "success rate", "mean turns"):
@@ -140,16 +317,3 @@ def run(args: argparse.Namespace) -> int:
         f"{stats['mean_turns']:.2f}",
     )
     Console(file=sys.stdout).print(table)
-    if args.out:
-        console.print(f"wrote {len(episodes)} episodes to {args.out}", markup=False)
-    failed = [e for e in episodes if e.failed]
-    if failed:  # scored as failures above; the command still says the run is not clean
-        first = failed[0]
-        console.print(
-            f"error: {len(failed)} of {len(episodes)} episodes failed (counted as unsuccessful); "
-            f"the first, episode {first.index}, at {first.error_stage}: {first.error}",
-            markup=False,
-            soft_wrap=True,
-        )
-        return 2
-    return 0

@@ -276,6 +276,10 @@ class ChatAgent:
         if not self.probed:
             await self.probe()
 
+    async def close_run(self) -> None:
+        """Close the run's connections (they belong to its event loop)."""
+        await self._http.aclose()
+
     async def probe(self, *, connect_timeout: float = 5.0) -> str | None:
         """Check, with at most two requests, that the server can serve this agent's turns.
 
