@@ -48,6 +48,7 @@ def apply_limits(spec: dict[str, Any]) -> None:
     lim(resource.RLIMIT_AS, spec.get("memory"))
     lim(resource.RLIMIT_FSIZE, spec.get("fsize"))
     lim(resource.RLIMIT_NPROC, spec.get("nproc"))
+    lim(resource.RLIMIT_NOFILE, spec.get("nofile"))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # Python ignores SIGXFSZ; restore the default so that the file-size limit is visible.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)

@@ -1,8 +1,11 @@
 """Host-side machinery shared by the backends.
 
 - :class:`SandboxCgroup`: the ``pids`` and ``memory`` cgroups (v1 or v2) of one sandbox;
+- :func:`lease_uid`: a host uid of its own for each live sandbox (as root), from a range no
+  account uses, locked across processes;
 - :func:`launcher_argv`: the small root-side launcher that puts a sandbox into its cgroups,
-  gives it a fresh session keyring and drops to an unprivileged uid before ``exec``;
+  gives it a fresh session keyring, lowers its open-file limit and drops to the sandbox's uid
+  before ``exec``;
 - :func:`spawn`: starts processes from one long-lived thread (bubblewrap's ``--die-with-parent``
   follows the thread that forked it, so a worker started from a short-lived thread would die with
   that thread);
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import itertools
 import json
@@ -38,10 +42,14 @@ from gemgym.sandbox.base import MemoryScope
 __all__ = [
     "CLEAN_ENV",
     "NOBODY",
+    "UID_RANGE",
+    "LeasedUid",
     "SandboxCgroup",
     "ServerProcess",
+    "default_open_files",
     "default_python",
     "launcher_argv",
+    "lease_uid",
     "server_command",
     "spawn",
     "user_process_count",
@@ -58,7 +66,13 @@ CLEAN_ENV = {
 """The only environment variables a sandboxed program sees."""
 
 NOBODY = 65534
-"""The host uid sandboxes run as when gemgym runs as root."""
+"""The conventional unprivileged uid (Docker containers run as it)."""
+
+UID_RANGE = range(2_000_000_000, 2_000_065_536)
+"""Host uids leased to bubblewrap sandboxes when gemgym runs as root, one per live sandbox.
+
+Above the ranges that systemd hands to containers (524288-1879048191) and below 2**31 (which
+some tools mishandle); a uid that ``/etc/passwd`` or ``/etc/subuid`` names is skipped."""
 
 _START_TIMEOUT = 30.0
 
@@ -91,22 +105,163 @@ def _world_readable(path: str) -> bool:
     return True
 
 
-def default_python(drop_uid: bool) -> str:
-    """The interpreter to run snippets with: this one, unless the sandbox uid cannot read it."""
-    own = os.path.abspath(sys.executable)  # started as ../venv/bin/python: no '..' inside
-    if not drop_uid or _world_readable(own):
-        return own
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+def world_traversable(path: str) -> bool:
+    """Whether other users can reach ``path`` (every directory above it lets them in)."""
+    return _world_readable(os.path.dirname(os.path.realpath(path))) if path != "/" else True
+
+
+def default_python() -> str:
+    """The interpreter to run snippets with by default: this one (``sys.executable``)."""
+    return os.path.abspath(sys.executable)  # started as ../venv/bin/python: no '..' inside
+
+
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+"""Where ``python="system"`` looks for the system's interpreter, in order."""
+
+
+def system_python() -> str | None:
+    """The system's ``python3`` that every uid can read, if there is one."""
+    for candidate in SYSTEM_PYTHONS:
         if os.path.exists(candidate) and _world_readable(candidate):
             return candidate
-    return own
+    return None
 
 
-def user_process_count(uid: int) -> int:
+def default_open_files(max_processes: int) -> int:
+    """The ``RLIMIT_NOFILE`` of every sandboxed process, so that a whole sandbox
+    (``max_processes`` + 3 processes: its server and test process, and the pids cgroup's slack)
+    holds at most 1 % of the host's ``fs.file-max`` descriptors; between 32 and 1024."""
+    try:
+        with open("/proc/sys/fs/file-max", encoding="ascii") as f:
+            file_max = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        file_max = 1 << 20
+    return max(32, min(1024, file_max // 100 // (int(max_processes) + 3)))
+
+
+# -- a host uid per sandbox ------------------------------------------------------------------------
+
+
+class _UidLock:
+    """The open, ``flock``-ed lock file of one leased uid (closed when released or collected)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        self.lock = threading.Lock()
+
+    def release(self) -> None:
+        with self.lock:
+            fd, self.fd = self.fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        self.release()
+
+
+class LeasedUid(int):
+    """A host uid held by one sandbox: its lock file stays locked until :meth:`release` (or
+    until this object is garbage-collected, or the process exits)."""
+
+    _lock: _UidLock
+
+    def __new__(cls, value: int, fd: int) -> LeasedUid:
+        self = super().__new__(cls, value)
+        self._lock = _UidLock(fd)
+        return self
+
+    def release(self) -> None:
+        """Give the uid back (idempotent); call it only once no process of the sandbox is left."""
+        self._lock.release()
+
+    @property
+    def held(self) -> bool:
+        """Whether this lease is still held."""
+        return self._lock.fd is not None
+
+
+_LOCK_DIRS = ("/run", "/var/run", "/var/lock", "/dev/shm", tempfile.gettempdir())
+
+
+@functools.cache
+def _uid_lock_dir() -> str:
+    """A root-only directory for the uids' lock files (the same for every gemgym process)."""
+    for base in _LOCK_DIRS:
+        path = os.path.join(base, "gemgym-uids")
+        with contextlib.suppress(OSError):
+            os.mkdir(path, 0o700)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o077:
+            return path
+    raise SandboxError(
+        "no root-only directory for the sandbox uids' lock files could be made in "
+        f"{', '.join(_LOCK_DIRS)}; make /run/gemgym-uids (mode 0700, owned by root)"
+    )
+
+
+@functools.cache
+def _named_uids() -> frozenset[int]:
+    """Uids of ``/etc/passwd`` and the ranges of ``/etc/subuid`` inside :data:`UID_RANGE`."""
+    named: set[int] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/passwd").read_text(errors="replace").splitlines():
+            parts = line.split(":")
+            if len(parts) > 2 and parts[2].isdigit():
+                named.add(int(parts[2]))
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/subuid").read_text(errors="replace").splitlines():
+            parts = line.split(":")
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                start, count = int(parts[1]), int(parts[2])
+                lo, hi = max(start, UID_RANGE.start), min(start + count, UID_RANGE.stop)
+                named.update(range(lo, hi))
+    return frozenset(u for u in named if u in UID_RANGE)
+
+
+def lease_uid() -> LeasedUid:
+    """A host uid that no other live sandbox (of any gemgym process on this machine) holds.
+
+    Needs root. Each uid in :data:`UID_RANGE` has a lock file in a root-only directory; the
+    uid is held while its file is ``flock``-ed (the lock goes with the process, so a crashed
+    process frees its uids) and is only taken when no process runs as it.
+
+    Raises:
+        SandboxError: every uid of the range is taken.
+    """
+    folder = _uid_lock_dir()
+    named = _named_uids()
+    size = len(UID_RANGE)
+    start = secrets.randbelow(size)
+    for i in range(size):
+        uid = UID_RANGE[(start + i) % size]
+        if uid in named:
+            continue
+        fd = os.open(
+            os.path.join(folder, str(uid)),
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        if user_process_count(uid, zombies=True):
+            os.close(fd)  # a process of an earlier holder is still dying
+            continue
+        return LeasedUid(uid, fd)
+    raise SandboxError(f"all {size} sandbox uids are in use; close sandboxes you no longer need")
+
+
+def user_process_count(uid: int, zombies: bool = False) -> int:
     """How many live processes ``uid`` has now (``RLIMIT_NPROC`` counts them all).
 
-    Zombies are left out: they are about to be reaped, and counting them would let a run
-    started just before that fork more than its limit once they are gone.
+    Zombies are left out unless ``zombies``: they are about to be reaped, and counting them would
+    let a run started just before that fork more than its limit once they are gone.
     """
     count = 0
     for entry in os.listdir("/proc"):
@@ -118,7 +273,7 @@ def user_process_count(uid: int) -> int:
                     state = f.read().rsplit(b")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
-            if state not in (b"Z", b"X"):
+            if zombies or state not in (b"Z", b"X"):
                 count += 1
     return count
 
@@ -233,6 +388,20 @@ class SandboxCgroup:
         probe.remove()
         return True
 
+    @classmethod
+    @functools.cache
+    def memory_usable(cls) -> bool:
+        """Whether this process can also create ``memory`` cgroups (the whole-sandbox limit)."""
+        if not cls.usable():
+            return False
+        try:
+            probe = cls(8, 64 << 20)
+        except OSError:
+            return False
+        usable = probe.memory_dir is not None
+        probe.remove()
+        return usable
+
     @property
     def memory_scope(self) -> MemoryScope:
         """``"sandbox"`` when a memory cgroup limits the whole sandbox, else ``"process"``."""
@@ -312,6 +481,30 @@ if nr is not None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.syscall(nr, 1, None) < 0:  # KEYCTL_JOIN_SESSION_KEYRING, a new anonymous one
         sys.exit("gemgym launcher: could not join a new session keyring: errno %d" % ctypes.get_errno())
+if spec["reveal"]:
+    # Interpreter directories the sandbox's uid cannot reach by name (under /root, say): in a
+    # private mount namespace of this launcher, the first directory that blocks the way is
+    # covered with an empty tmpfs that others may enter, and each one is bound back at its path.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    def check(ok, what):
+        if ok != 0:
+            sys.exit("gemgym launcher: %s failed: errno %d" % (what, ctypes.get_errno()))
+    check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")
+    check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "making / private")
+    for cover, dirs in spec["reveal"]:
+        fds = [os.open(d, os.O_PATH | os.O_DIRECTORY) for d in dirs]
+        check(libc.mount(b"tmpfs", cover.encode(), b"tmpfs", 0x2 | 0x4, b"mode=0755,size=16k"),
+              "covering " + cover)
+        for d, fd in zip(dirs, fds):
+            os.makedirs(d, 0o755, exist_ok=True)
+            check(libc.mount(("/proc/self/fd/%d" % fd).encode(), d.encode(), None, 0x1000 | 0x4000,
+                             None), "binding " + d)
+            os.close(fd)
+nofile = spec["nofile"]
+if nofile is not None:
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 uid = spec["uid"]
 if uid is not None:
     os.setgroups([])
@@ -334,13 +527,43 @@ def _keyctl_number() -> int | None:
         return None
 
 
-def launcher_argv(argv: Sequence[str], cgroup: SandboxCgroup | None, uid: int | None) -> list[str]:
-    """``argv`` started through the launcher: cgroups joined, a fresh session keyring, then
+def _reveal_plan(dirs: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """For directories other users cannot reach by name: ``(cover, [dirs under it])`` pairs,
+    ``cover`` being the first directory on the way that does not let others in."""
+    plan: dict[str, list[str]] = {}
+    for d in sorted({os.path.realpath(d) for d in dirs}, key=len):
+        parts = Path(d).parts
+        cover = None
+        for i in range(2, len(parts)):
+            p = str(Path(*parts[:i]))
+            try:
+                if not os.stat(p).st_mode & stat.S_IXOTH:
+                    cover = p
+                    break
+            except OSError:
+                break
+        if cover is not None and not any(d.startswith(o + "/") for o in plan.get(cover, [])):
+            plan.setdefault(cover, []).append(d)
+    return sorted(plan.items())
+
+
+def launcher_argv(
+    argv: Sequence[str],
+    cgroup: SandboxCgroup | None,
+    uid: int | None,
+    nofile: int | None = None,
+    reveal: Sequence[str] = (),
+) -> list[str]:
+    """``argv`` started through the launcher: cgroups joined, a fresh session keyring,
+    ``reveal``'s directories made reachable by name for other users in a private mount
+    namespace (needs root), ``RLIMIT_NOFILE`` lowered to ``nofile`` (``None``: kept), then
     ``uid`` (``None``: keep this process's uid), before anything of ``argv`` runs."""
     spec = {
         "procs": cgroup.procs_files if cgroup is not None else [],
         "keyctl": _keyctl_number(),
-        "uid": uid,
+        "reveal": _reveal_plan(reveal),
+        "nofile": None if nofile is None else int(nofile),
+        "uid": None if uid is None else int(uid),
         "argv": list(argv),
     }
     return [sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)]
@@ -419,8 +642,13 @@ class ServerProcess:
         make_argv: builds the command line from the fd numbers that must reach the sandbox
             (``extra_fds``' read ends, in order).
         extra_fds: data handed to the sandbox through inherited pipes (the seccomp program).
+        reveal: directories the sandbox's uid cannot reach by name (a venv's base interpreter
+            under ``/root``), made reachable for it by the launcher (see :func:`launcher_argv`).
         cgroup: the sandbox's cgroups (joined before anything runs), if any.
-        uid: the host uid to drop to (``None``: stay this uid).
+        uid: the host uid to drop to (``None``: stay this uid). A :class:`LeasedUid` is
+            released when the sandbox is closed.
+        nofile: the ``RLIMIT_NOFILE`` of every process of the sandbox (default:
+            :func:`default_open_files` of the default process limit).
         on_close: called after the process was killed (e.g. to remove a container).
 
     Raises:
@@ -432,13 +660,16 @@ class ServerProcess:
         make_argv: Callable[[list[int]], list[str]],
         *,
         extra_fds: Sequence[bytes] = (),
+        reveal: Sequence[str] = (),
         cgroup: SandboxCgroup | None = None,
         uid: int | None = None,
+        nofile: int | None = None,
         on_close: Callable[[], None] | None = None,
         cwd: str = "/",
         start_timeout: float = _START_TIMEOUT,
     ) -> None:
         self.cgroup = cgroup
+        self.uid = uid
         self.on_close = on_close
         self.closed = False
         self.counters = (0, 0)
@@ -449,7 +680,9 @@ class ServerProcess:
             with os.fdopen(w, "wb") as f:
                 f.write(data)
             readers.append(r)
-        argv = launcher_argv(make_argv(readers), cgroup, uid)
+        if nofile is None:
+            nofile = default_open_files(64)
+        argv = launcher_argv(make_argv(readers), cgroup, uid, nofile, reveal)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         try:
             self.proc = spawn(
@@ -464,6 +697,8 @@ class ServerProcess:
             )
         except OSError as e:
             self._log.close()
+            if isinstance(uid, LeasedUid):
+                uid.release()
             raise SandboxError(f"the sandbox could not start: {e}") from e
         finally:
             for r in readers:
@@ -570,3 +805,7 @@ class ServerProcess:
             self.on_close()
         if self.cgroup is not None:
             self.cgroup.remove()
+        if isinstance(self.uid, LeasedUid):
+            # Every process of the sandbox is gone now (its PID namespace died with its first
+            # process, and the cgroup was emptied), so the uid can serve another sandbox.
+            self.uid.release()

@@ -118,11 +118,32 @@ def _mount_points() -> list[str]:
     return _MOUNTS
 
 
+class _Flooded(Exception):
+    """More entries than :data:`MAX_CLEANUP_ENTRIES` to delete: the worker is retired instead."""
+
+
+MAX_CLEANUP_ENTRIES = 4096
+"""Files and directories the server deletes after a run at most (a few tens of milliseconds).
+A run that left more (a flood of files in ``/tmp``) is reported unclean and its worker retired:
+the kernel frees the whole ``tmpfs`` when the sandbox dies, and the run's result comes back at
+once, as the program's own (never as a failure of the sandbox)."""
+
+_UNLIMITED = 1 << 62
+_budget = [_UNLIMITED]
+
+
 def _remove(path: str) -> None:
-    """Delete ``path`` (a file or a whole tree), whatever modes the program gave it."""
+    """Delete ``path`` (a file or a whole tree), whatever modes the program gave it.
+
+    Raises:
+        _Flooded: the cleanup's entry budget ran out.
+    """
     stack = [(path, False)]
     while stack:
         current, listed = stack.pop()
+        _budget[0] -= 1
+        if _budget[0] < 0:
+            raise _Flooded(current)
         try:
             is_dir = os.path.isdir(current) and not os.path.islink(current)
             if not is_dir:
@@ -200,7 +221,108 @@ def _server_state() -> tuple[Any, ...]:
 _STATE: tuple[Any, ...] | None = None
 
 
-def _cleanup(isolated: bool, pids: list[int]) -> tuple[int, str | None]:
+# -- state that outlives a run's processes -------------------------------------------------------
+
+_NET_COUNTERS = ("dev", "snmp", "snmp6", "netstat")
+"""Per-network-namespace counters (``/proc/net``) that any packet, connection or datagram
+changes; a run that sent anything leaves them changed."""
+_NET_SOCKETS = (
+    "tcp",
+    "tcp6",
+    "udp",
+    "udp6",
+    "raw",
+    "raw6",
+    "unix",
+    "packet",
+    "udplite",
+    "udplite6",
+)
+"""Socket tables: a TCP connection stays in ``TIME_WAIT`` here for a minute after its processes
+died."""
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _net_state() -> tuple[str, ...]:
+    """The network namespace's counters and sockets (compared after every run)."""
+    counters = tuple(_read(f"/proc/net/{name}") for name in _NET_COUNTERS)
+    sockets = tuple(
+        "".join(_read(f"/proc/net/{name}").splitlines(keepends=True)[1:]) for name in _NET_SOCKETS
+    )
+    return counters + sockets
+
+
+def _last_pid() -> int | None:
+    """The last pid handed out in this PID namespace (``/proc/sys/kernel/ns_last_pid``)."""
+    try:
+        return int(_read("/proc/sys/kernel/ns_last_pid").strip())
+    except ValueError:
+        return None
+
+
+def _new_inode(folder: str) -> int | None:
+    """Make and remove a directory in ``folder``; its inode number (``tmpfs`` numbers them in
+    order per file system, so a run that made files there moved the counter on)."""
+    probe = os.path.join(folder, ".gemgym-probe")
+    try:
+        os.mkdir(probe)
+        try:
+            return os.stat(probe).st_ino
+        finally:
+            os.rmdir(probe)
+    except OSError:
+        return None
+
+
+_BASELINE: dict[str, Any] = {}
+"""What a clean sandbox looks like: its network state, and the counters as of the last run."""
+
+
+def _take_baseline() -> None:
+    _BASELINE["net"] = _net_state()
+    _BASELINE["shm_ino"] = _new_inode("/dev/shm") if os.path.isdir("/dev/shm") else None
+
+
+def _verify_fresh(children: list[int], work_ino: int | None, files: int) -> list[str]:
+    """Check that nothing of the run can be seen by the next one (after its cleanup):
+
+    * the network namespace's counters and socket tables are as when the server started;
+    * the PID namespace handed out no pid but the run's own children (threads count too);
+    * ``/tmp`` and ``/dev/shm`` made no inode but the run's work directory, its request's
+      files and the server's probes.
+
+    Each of them would let a run learn how an earlier one went (how many pids or ports it
+    spent, i.e. how often the tests called it). Returns what differs (the worker is retired).
+    """
+    problems = []
+    if _net_state() != _BASELINE.get("net"):
+        problems.append("the run left network state (sockets or counters) behind")
+    last = _last_pid()
+    if last is not None and children and last != children[-1]:
+        problems.append(f"the run spent {last - children[-1]} pids beyond its own processes")
+    if work_ino is not None:
+        ino = _new_inode("/tmp")
+        if ino is not None and ino != work_ino + files + 1:
+            problems.append("the run made files in /tmp beyond its request's")
+    shm = _BASELINE.get("shm_ino")
+    if shm is not None:
+        ino = _new_inode("/dev/shm")
+        if ino is not None and ino != shm + 1:
+            problems.append("the run made files in /dev/shm")
+        _BASELINE["shm_ino"] = ino
+    return problems
+
+
+def _cleanup(
+    isolated: bool, pids: list[int], work_ino: int | None = None, files: int = 0
+) -> tuple[int, str | None]:
     """After a run: kill what is left and empty the scratch space; say what stayed behind."""
     if not isolated:
         for pid in pids:  # no PID namespace: only the run's own process groups
@@ -208,10 +330,22 @@ def _cleanup(isolated: bool, pids: list[int]) -> tuple[int, str | None]:
                 os.killpg(pid, signal.SIGKILL)
         return 0, None
     strays, problem = _kill_everything()
-    left = _empty_dir("/tmp")
-    if os.path.isdir("/dev/shm"):
-        left += _empty_dir("/dev/shm")
+    _budget[0] = MAX_CLEANUP_ENTRIES
+    try:
+        left = _empty_dir("/tmp")
+        if os.path.isdir("/dev/shm"):
+            left += _empty_dir("/dev/shm")
+    except _Flooded:
+        _budget[0] = _UNLIMITED
+        problems = [problem] if problem else []
+        problems.append(
+            f"more than {MAX_CLEANUP_ENTRIES} files left in /tmp or /dev/shm: the sandbox is "
+            "retired rather than emptied file by file"
+        )
+        return strays, "; ".join(problems)
+    _budget[0] = _UNLIMITED
     problems = [problem] if problem else []
+    problems += _verify_fresh(pids, work_ino, files)
     if _STATE is not None and _server_state() != _STATE:
         problems.append("the server's limits or scheduling were changed")
     if left:
@@ -247,11 +381,13 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
 
     With ``spec["tests"]``, the hidden tests follow on ``tests_fd`` for the test process to read.
     """
+    work_ino = None
     if isolated:
         work = "/tmp/work"
         if os.path.lexists(work):
             _remove(work)
         os.mkdir(work)
+        work_ino = os.stat(work).st_ino
     else:
         import tempfile
 
@@ -333,7 +469,7 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
             time.sleep(0.0005)
         statuses.append(wstatus)
     duration = time.monotonic() - start
-    strays, unclean = _cleanup(isolated, children)
+    strays, unclean = _cleanup(isolated, children, work_ino, len(spec.get("files") or {}))
     if not isolated:
         _remove(work)
     wstatus = statuses[0]
@@ -408,6 +544,7 @@ def main_server(isolated: bool = True) -> None:
 
     if isolated:
         _empty_dir("/tmp")
+        _take_baseline()
     _STATE = _server_state()
     os.write(proto_out, b"READY\n")
     while True:

@@ -14,7 +14,15 @@ from gemgym.errors import ClosedError, ConfigError
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["KillReason", "Limits", "MemoryScope", "RunRequest", "RunResult", "Sandbox"]
+__all__ = [
+    "KillReason",
+    "Limits",
+    "MemoryScope",
+    "MemoryScopeRequest",
+    "RunRequest",
+    "RunResult",
+    "Sandbox",
+]
 
 KillReason = Literal["timeout", "cpu", "memory", "output", "file_size", "processes"]
 """Which limit ended a run."""
@@ -22,6 +30,13 @@ KillReason = Literal["timeout", "cpu", "memory", "output", "file_size", "process
 MemoryScope = Literal["sandbox", "process"]
 """What ``Limits.memory`` bounded in a run: the whole sandbox (a memory cgroup), or each process
 (``RLIMIT_AS`` only, where no memory cgroup could be made)."""
+
+MemoryScopeRequest = Literal["auto", "sandbox", "process"]
+"""What ``Limits.memory`` must bound: ``"sandbox"`` (the whole sandbox, or the sandbox raises),
+``"process"`` (each process is enough: the weaker scope, chosen explicitly), or ``"auto"``
+(the default: the whole sandbox where gemgym runs as root, which can always make a memory
+cgroup, so a sandbox that cannot raises; each process where it does not run as root, where no
+process can make one, and every :class:`RunResult` says ``memory_scope="process"``)."""
 
 _GiB = 1 << 30
 _MiB = 1 << 20
@@ -41,6 +56,9 @@ class Limits:
         max_output: bytes of stdout + stderr kept; a run that writes more is killed.
         max_file_size: largest file a run may write (``RLIMIT_FSIZE``).
         tmp_size: size of the private writable ``/tmp`` (bubblewrap and Docker backends).
+        memory_scope: what ``memory`` must bound (see :data:`MemoryScopeRequest`).
+        max_open_files: ``RLIMIT_NOFILE`` of each process; ``None``: so that the whole sandbox
+            holds at most 1 % of the host's ``fs.file-max`` descriptors (between 32 and 1024).
     """
 
     timeout: float = 10.0
@@ -50,6 +68,8 @@ class Limits:
     max_output: int = 1 * _MiB
     max_file_size: int = 16 * _MiB
     tmp_size: int = 64 * _MiB
+    memory_scope: MemoryScopeRequest = "auto"
+    max_open_files: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("timeout", "memory", "max_processes", "max_output", "max_file_size"):
@@ -58,6 +78,16 @@ class Limits:
                 raise ConfigError(f"Limits.{name} must be a positive number, got {value!r}")
         if self.cpu_time is not None and self.cpu_time <= 0:
             raise ConfigError(f"Limits.cpu_time must be positive or None, got {self.cpu_time!r}")
+        if self.memory_scope not in ("auto", "sandbox", "process"):
+            raise ConfigError(
+                "Limits.memory_scope must be 'auto', 'sandbox' or 'process', got "
+                f"{self.memory_scope!r}"
+            )
+        files = self.max_open_files
+        if files is not None and (
+            isinstance(files, bool) or not isinstance(files, int) or files < 8
+        ):
+            raise ConfigError(f"Limits.max_open_files must be an int >= 8 or None, got {files!r}")
 
     @property
     def cpu_seconds(self) -> int:
@@ -119,6 +149,7 @@ class RunRequest:
             "memory": int(limits.memory),
             "fsize": int(limits.max_file_size),
             "nproc": nproc,
+            "nofile": limits.max_open_files,
             "max_output": int(limits.max_output),
         }
 

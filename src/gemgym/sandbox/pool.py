@@ -105,13 +105,36 @@ class PoolSandbox(Sandbox):
 
     def _release(self, worker: ServerProcess, fit: bool) -> None:
         keep = fit and not self._closed
-        if not keep:
-            worker.close()
-        with self._cv:
-            if keep:
+        if keep:
+            with self._cv:
                 self._idle.append(worker)
-            else:
+                self._cv.notify()
+            return
+        if self._closed or os.getpid() != self._pid:
+            worker.close()
+            with self._cv:
                 self._started -= 1
+                self._cv.notify()
+            return
+        # A retired worker is closed, and its replacement started, off the caller's path: the
+        # slot passes to the replacement (a run that needs a worker meanwhile waits for it).
+        threading.Thread(
+            target=self._replace, args=(worker,), name="gemgym-pool-replace", daemon=True
+        ).start()
+
+    def _replace(self, worker: ServerProcess) -> None:
+        worker.close()
+        fresh = None
+        if not self._closed:
+            try:
+                fresh = self.launcher.start(self.limits)
+            except Exception:
+                fresh = None  # the next run starts one itself, and reports why if it cannot
+        if fresh is not None:
+            self._release(fresh, True)  # closes it if the pool was closed meanwhile
+            return
+        with self._cv:
+            self._started -= 1
             self._cv.notify()
 
     def warm_up(self) -> None:
@@ -140,11 +163,7 @@ class PoolSandbox(Sandbox):
 
     def _run(self, request: RunRequest, limits: Limits) -> RunResult:
         self._check_fork()
-        # RLIMIT_NPROC counts every process of the uid on the machine: taken afresh per run.
-        nproc = self.limiter.nproc(limits.max_processes)
-        result = run_with_retries(
-            self._acquire, self._release, self.launcher, request, limits, nproc
-        )
+        result = run_with_retries(self._acquire, self._release, self.launcher, request, limits)
         if result.notes:
             self.retired += 1
         return result
