@@ -56,11 +56,10 @@ class _Help(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:  # fmt: skip
         specs = getattr(namespace, "specs", None) or []
-        if specs and specs[0] == "rescore":
-            parser.exit(0, RESCORE_HELP)
-        if specs and specs[0] == "compare":
-            parser.exit(0, COMPARE_HELP)
-        parser.print_help()
+        if specs and specs[0] in ("rescore", "compare"):
+            sys.stdout.write(RESCORE_HELP if specs[0] == "rescore" else COMPARE_HELP)
+        else:
+            parser.print_help()
         parser.exit(0)
 
 
@@ -315,7 +314,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     env_kwargs = parse_kv(args.env_kwarg, "--env-kwarg")
     out = args.out or time.strftime("runs/eval-%Y%m%d-%H%M%S")
     run_dir = RunDir(out)
-    _check_out(run_dir, out)
+    if run_dir.path.exists() and not run_dir.path.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder; choose a folder for the run")
     if run_dir.exists() and not args.resume:
         raise ConfigError(
             f"{out} already holds a run; pass --resume to finish it, or choose another --out"
@@ -325,6 +325,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if not args.no_probe:
         _probe(agent, console)
+    _check_out(run_dir, out)
     run: dict[str, Any] = {
         "specs": list(args.specs),
         "envs": [e.name for e in envs],
@@ -361,6 +362,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         run_dir.compact()  # one line per episode, before more are appended
         done = run_dir.read_records()
     tasks, made = plan_tasks(envs, config)
+    if args.agent == "oracle":
+        _check_experts(made)
     todo = pending(tasks, done, args.max_attempts)
     capped = len(pending(tasks, done)) - len(todo)
     run["planned_episodes"] = len(tasks)
@@ -450,6 +453,21 @@ def _check_out(run_dir: Any, out: str) -> None:
         raise ConfigError(
             f"cannot write the run folder --out {out} ({e.strerror or e}); choose another --out"
         ) from None
+
+
+def _check_experts(made: dict[str, Any]) -> None:
+    """``--agent oracle`` needs envs with an expert: a one-line error before the run."""
+    for name, env in made.items():
+        try:
+            env.reset(seed=0)
+            env.expert_action()
+        except NotImplementedError as e:
+            raise ConfigError(
+                f"{name} has no expert ({e}), so --agent oracle cannot play it; leave it out, "
+                "or use --agent random or a model"
+            ) from None
+        except Exception:  # any other failure is the episodes' own, reported there
+            pass
 
 
 def _probe(agent: Any, console: Any) -> None:
