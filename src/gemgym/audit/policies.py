@@ -260,9 +260,9 @@ class FormatOnly(Exploit):
             return "```python\n```"
         if t.kind == "terminal":
             return ("```bash\n```", "<keys></keys>", "done")[min(request.turn, 2)]
-        parts = [_wrap(ctx, "")]
-        if t.tool == "python" and request.turn == 0:
+        if t.tool == "python":  # the tool call without code, as long as the env takes it
             return "<python></python>"
+        parts = [_wrap(ctx, "")]
         if t.template == "%s":
             parts = ["\\boxed{}", "<answer></answer>", "[]"]
         return " ".join(parts)

@@ -35,7 +35,7 @@ __all__ = [
     "probe_program",
 ]
 
-HUNT_SECONDS = 3.0
+HUNT_SECONDS = 1.5
 """How long a hunting program walks the filesystem before it gives up."""
 
 MARKER = "gemgym-audit-"
@@ -69,11 +69,11 @@ def entry_point(prompt: str) -> str | None:
 
 # -- the shared hunting code (stdlib only) ---------------------------------------------------
 
-_HUNT_LIB = r'''
+_HUNT_LIB = r"""
 import gzip, json, os, sys, time
 KEYS = __KEYS__
 SKIP = ("/proc", "/sys", "/dev")
-EXTS = (".jsonl", ".json", ".gz", ".txt", ".csv", ".toml", ".yaml", ".md")
+EXTS = (".jsonl", ".json", ".gz")
 def _files(roots, deadline):
     for top in roots:
         for root, dirs, files in os.walk(top):
@@ -142,14 +142,14 @@ def solution_of(rec):
         if isinstance(v, str) and v.strip():
             return v
     return None
-'''
+"""
 
 
 def _lib(keys: list[str], seconds: float = HUNT_SECONDS) -> str:
     return _HUNT_LIB.replace("__KEYS__", json.dumps(keys)).replace("__SECONDS__", repr(seconds))
 
 
-_STDIO_ANSWER = r'''
+_STDIO_ANSWER = r"""
 def answer(found):
     data = sys.stdin.read()
     norm = data.strip()
@@ -165,9 +165,9 @@ def answer(found):
             sys.stdin = io.StringIO(data)
             exec(compile(src, "<found>", "exec"), {"__name__": "__main__"})
             return
-'''
+"""
 
-_FUNCTION_ANSWER = r'''
+_FUNCTION_ANSWER = r"""
 def answer(found):
     for rec in found:
         src = solution_of(rec)
@@ -180,7 +180,7 @@ def answer(found):
             if __ENTRY__ in ns:
                 globals()[__ENTRY__] = ns[__ENTRY__]
                 return
-'''
+"""
 
 
 def _answer_part(entry: str | None) -> str:
@@ -207,7 +207,7 @@ def hunt_program(keys: list[str], entry: str | None, *, mode: str = "answer") ->
     return _lib(keys) + _answer_part(entry) + "answer(hunt())\n"
 
 
-_PROBE = r'''
+_PROBE = r"""
 import socket, hashlib
 ITEM = hashlib.sha256(repr(KEYS).encode()).hexdigest()[:16]
 DIRS = ("/tmp", "/dev/shm", "/var/tmp")
@@ -258,7 +258,7 @@ def leave_traces():
         except Exception:
             break
 seen = leftovers()
-'''
+"""
 
 
 def probe_program(keys: list[str], entry: str | None, *, mode: str = "answer") -> str:

@@ -37,6 +37,7 @@ class ArmResult:
         beats_random: the flag rule holds (:mod:`gemgym.audit.stats`).
         expected: the env card's reason when it beats random legitimately (then not flagged).
         first_error: the first failed episode's stage and message.
+        wall_s: seconds its episodes took (env made, played and closed).
     """
 
     policy: str
@@ -52,6 +53,7 @@ class ArmResult:
     beats_random: bool = False
     expected: str | None = None
     first_error: str | None = None
+    wall_s: float = 0.0
 
     @property
     def flagged(self) -> bool:
@@ -214,7 +216,8 @@ class AuditReport:
 
         table = Table(title="gemgym audit: exploit policies against the random agent")
         for col in ("env", "family", "random", "expert", "best exploit", "beats random"):
-            table.add_column(col, justify="left" if col in ("env", "family") else "right")
+            left = col in ("env", "family")
+            table.add_column(col, justify="left" if left else "right", overflow="fold")
         for e, row in zip(self.envs, self.summary_rows(), strict=True):
             style = "bold red" if e.flagged else ""
             table.add_row(*[Text(c) for c in row[:-1]], Text(row[-1], style=style))

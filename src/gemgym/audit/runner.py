@@ -12,6 +12,7 @@ Each exploit's returns are tested against the random agent's (:mod:`gemgym.audit
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -105,6 +106,7 @@ class _Auditor:
         self.progress = progress
         self.total = total
         self.done = 0
+        self.last_wall_s = 0.0
 
     def play(
         self, target: Any, policy: Any, specs: list[EpisodeSpec], label: str, *, concurrency: int
@@ -119,6 +121,7 @@ class _Auditor:
             seed=self.seed,
         )
         eps: list[Episode] = []
+        t0 = time.perf_counter()
         try:
             for ep in run_sync(lambda: engine.play(specs)):
                 eps.append(ep)
@@ -127,6 +130,7 @@ class _Auditor:
                     self.progress(self.done, self.total, label)
         finally:
             engine.close()
+        self.last_wall_s = time.perf_counter() - t0
         return sorted(eps, key=lambda e: e.index)
 
 
@@ -225,7 +229,9 @@ def _audit_env(
     par = auditor.concurrency
 
     def arm(label: str, eps: list[Episode], random: ArmResult | None) -> ArmResult:
-        return _arm(label, eps, random, alpha=alpha, margin=margin, seed=seed, env=name)
+        result = _arm(label, eps, random, alpha=alpha, margin=margin, seed=seed, env=name)
+        result.wall_s = round(auditor.last_wall_s, 3)
+        return result
 
     random_eps = auditor.play(
         target, _EnvPolicy("sample_random_action"), specs, f"{name}: random", concurrency=par

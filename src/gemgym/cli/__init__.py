@@ -1,4 +1,5 @@
-"""The ``gemgym`` command: ``list``, ``info``, ``play``, ``run`` (one module per subcommand).
+"""The ``gemgym`` command: ``list``, ``info``, ``play``, ``run``, ``audit``, ... (one module per
+subcommand).
 
 Bad input gets a one-line ``gemgym: error: ...`` and exit status 2, never a traceback.
 """
@@ -21,6 +22,7 @@ SUBCOMMANDS = {
     "play": ("gemgym.cli.play", "play an env yourself in the terminal"),
     "run": ("gemgym.cli.run", "run an agent on an env and summarise the episodes"),
     "eval": ("gemgym.cli.eval", "evaluate an agent on env suites (pass@k, reports, --resume)"),
+    "audit": ("gemgym.cli.audit", "play exploit policies against envs; fail if one beats random"),
     "train": ("gemgym.cli.train", "train a causal-LM policy with RL (needs gemgym[train])"),
     "serve": ("gemgym.cli.serve", "serve an env as an OpenEnv server (needs gemgym[openenv])"),
     "serve-retriever": ("gemgym.cli.serve_retriever", "serve a search corpus over HTTP"),
