@@ -16,7 +16,8 @@ action        one command per step: the last fenced ```` ```bash ```` (or ``sh``
               still runs is typed into it. ``done`` (or ``submit``) ends the episode
 reward        at the end (``done``, the turn limit or the episode's time budget): 1.0 if every
               hidden test passes, else 0.0; ``info["tests_passed"]``, ``["tests_total"]``,
-              ``["fraction_passed"]``, ``["test_failures"]``. Other steps: 0.0. An empty action
+              ``["fraction_passed"]``, ``["test_failures"]`` (test -> exception type). Other steps:
+              0.0. An empty action
               is a format error (0.0, the episode goes on)
 expert        replays the task's reference solution (``solution/solve.sh``), then ``done``
 kwargs        ``task``, ``path``, ``max_turns`` (30), ``command_timeout`` (30 s),
@@ -28,10 +29,13 @@ kwargs        ``task``, ``path``, ``max_turns`` (30), ``command_timeout`` (30 s)
 
 The shell is one long-lived ``bash`` in a hardened bubblewrap sandbox
 (:class:`gemgym.sandbox.shell.ShellSession`): uid 65534, no network, seccomp, cgroups, a
-writable ``/app`` and ``/tmp`` over the host's read-only ``/usr``. Grading exports ``/app``,
-ends the session, and runs the task's tests in a **fresh** sandbox over that copy, with the tests
-bound read-only at ``/tests`` and their verdicts collected by a trusted process: nothing the
-agent wrote (test files, a fake ``pytest``, a ``conftest.py``, printed "PASSED") counts.
+writable ``/app`` and ``/tmp`` over the host's read-only ``/usr`` (no host venv, gemgym masked:
+no task's tests or solutions are visible). Grading exports ``/app``, ends the session, and runs
+the task's tests in a **fresh** sandbox over that copy: the test modules reach it in memory only
+(never on a file system the agent's programs can read), and a trusted, not-dumpable process
+reports each test's verdict through a pipe only it holds: nothing the agent wrote (test files, a
+fake ``pytest``, a ``conftest.py``, printed "PASSED", an exit status) counts, and failures come
+back as exception types only. See docs/terminal.md, "Threat model".
 """
 
 from __future__ import annotations
