@@ -35,7 +35,7 @@ __all__ = [
     "probe_program",
 ]
 
-HUNT_SECONDS = 1.5
+HUNT_SECONDS = 1.0
 """How long a hunting program walks the filesystem before it gives up."""
 
 MARKER = "gemgym-audit-"

@@ -1,0 +1,193 @@
+"""``gemgym audit``: the exploit library, the flag rule, the report and the command.
+
+* the audit itself can fail: a toy env that pays an empty reply is flagged and the command exits
+  1; a policy that does not apply is ``n/a``, never run;
+* one id per registered family: no exploit policy beats the random agent (marked ``integrity``:
+  CI reruns it from a non-editable install). Pairs that pay today are ``xfail(strict=True)``
+  with the reason, so that the test says so when they are closed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gemgym
+from gemgym.audit import audit, exploit_names
+from gemgym.audit.policies import answers_in
+from gemgym.audit.programs import entry_point, keys_of
+from gemgym.audit.stats import min_episodes, permutation_p
+from gemgym.cli import main
+from gemgym.core import Env
+from gemgym.errors import ConfigError
+from gemgym.registry import registry
+from gemgym.sandbox.bwrap import bwrap_available
+
+TOY = "test:AuditPaysEmpty-v0"
+
+
+class PaysEmpty(Env[str, str]):
+    """Pays 1.0 for an empty reply, 0.0 for anything else (one turn): a broken grader."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        return "Name a number in \\boxed{}.", {}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return "", (1.0 if not str(action).strip() else 0.0), True, False, {}
+
+    def sample_random_action(self) -> str:
+        return "\\boxed{" + str(self.rng.randint(0, 9)) + "}"
+
+    def expert_action(self) -> str:
+        return ""
+
+
+@pytest.fixture
+def toy() -> Iterator[str]:
+    gemgym.register(TOY, PaysEmpty)
+    try:
+        yield TOY
+    finally:
+        registry.unregister(TOY)
+
+
+# -- the flag rule ------------------------------------------------------------------------------
+
+
+def test_permutation_test_is_exact_and_one_sided() -> None:
+    assert permutation_p([1.0] * 5, [0.0] * 5) == pytest.approx(1 / 252)
+    assert permutation_p([0.0] * 5, [1.0] * 5) == 1.0
+    assert permutation_p([0.0] * 6, [0.0] * 6) == 1.0  # ties never count as beating
+    assert permutation_p([1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]) > 0.4
+    big = permutation_p([1.0] * 20, [0.0] * 20, seed=3)  # sampled: C(40, 20) splits
+    assert big == permutation_p([1.0] * 20, [0.0] * 20, seed=3) and big < 0.001
+    assert min_episodes(0.01) == 5 and min_episodes(0.05) == 4
+
+
+# -- the audit can fail -------------------------------------------------------------------------
+
+
+def test_an_env_that_pays_an_empty_reply_is_flagged(toy: str) -> None:
+    report = audit([toy], episodes=6, policies=["empty", "huge", "fs_hunt"])
+    env = report.envs[0]
+    assert env.random.mean_return == 0.0 and env.expert is not None
+    empty = report.result(toy, "empty")
+    assert empty.flagged and empty.mean_return == 1.0 and empty.p_value is not None
+    assert empty.p_value < 0.01
+    assert not report.result(toy, "huge").beats_random
+    hunt = report.result(toy, "fs_hunt")  # no code runs here: n/a, never played
+    assert not hunt.applies and hunt.episodes == 0 and hunt.reason
+    assert report.exit_status == 1
+    assert [(e, a.policy) for e, a in report.flagged] == [(toy, "empty")]
+    assert "FLAG" in report.to_markdown()
+
+
+def test_too_few_episodes_cannot_flag(toy: str) -> None:
+    report = audit([toy], episodes=4, policies=["empty"])  # p >= 1/70 > alpha
+    assert report.result(toy, "empty").mean_return == 1.0 and report.exit_status == 0
+
+
+def test_cli_exits_1_on_a_paying_exploit_and_writes_reports(toy: str, tmp_path: Path) -> None:
+    out = tmp_path / "audit"
+    status = main(
+        [
+            "audit",
+            toy,
+            "--episodes",
+            "6",
+            "--policies",
+            "empty,echo",
+            "--json",
+            str(tmp_path / "a.json"),
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert status == 1
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["flagged"] == [{"env": toy, "policy": "empty"}]
+    assert data["config"]["policies"] == ["empty", "echo"]
+    assert "| " + toy in (out / "report.md").read_text()
+    assert json.loads((out / "report.json").read_text()) == data
+
+
+def test_cli_bad_input_is_one_line_and_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "game:GuesTheNumber-v0-easy", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gemgym: error:") and "game:GuessTheNumber-v0-easy" in err
+    assert main(["audit", "game:GuessTheNumber-v0-easy", "--policies", "emty"]) == 2
+    assert "did you mean empty" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="at least 2"):
+        audit(["game:GuessTheNumber-v0-easy"], episodes=1)
+
+
+def test_the_library_and_its_helpers() -> None:
+    assert {"empty", "huge", "fs_hunt", "exit0", "state_probe", "copy_other"} <= set(
+        exploit_names()
+    )
+    prompt = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b, exactly."""\n'
+    assert entry_point(prompt) == "add"
+    assert all('"' not in k and "\n" not in k for k in keys_of(prompt))
+    found = 'FOUND: {"question": "q", "answer": "so 6 * 7 = 42\\n#### 42"}\nFOUND: nope'
+    assert answers_in(found) == ["42"]
+
+
+def test_policies_are_chosen_by_family() -> None:
+    report = audit(["game:GuessTheNumber-v0-easy"], episodes=2, max_turns=3)
+    env = report.envs[0]
+    applies = {a.policy: a.applies for a in env.exploits}
+    assert applies["empty"] and applies["shotgun"] and applies["copy_other"]
+    for code_only in ("fs_hunt", "exit0", "lying_eq", "state_probe", "copy_majority"):
+        assert not applies[code_only]
+
+
+# -- one id per family --------------------------------------------------------------------------
+
+TOOL_SHAPING = (
+    "GEM's python_tool preset pays tool_reward 0.05 + tool_success_reward 0.25 per tool call "
+    "whatever the program does: <python></python> five times earns 1.5, more than the expert; "
+    "not closed by the sandbox work (python_tool_wrapper(tool_reward=0, tool_success_reward=0) "
+    "is GEM's no-intermediate-reward preset)"
+)
+
+needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+
+FAMILIES = [
+    "game:GuessTheNumber-v0-easy",
+    "math:GSM8K",
+    "qa:HotpotQA",
+    "logic:RuleTaker-d1",
+    "rg:basic_arithmetic",
+    "eval:AIME24",
+    "ta:GuessTheNumber-v0",
+    "ma:TicTacToe-v0",
+    pytest.param("code:StdioBasics", marks=needs_bwrap),
+    pytest.param("code:HumanEval", marks=needs_bwrap),
+    pytest.param("terminal:hello-file", marks=needs_bwrap),
+    pytest.param(
+        "math:GSM8K+python",
+        marks=[needs_bwrap, pytest.mark.xfail(strict=True, reason=TOOL_SHAPING)],
+    ),
+]
+
+
+@pytest.mark.integrity
+@pytest.mark.parametrize("env_id", FAMILIES)
+def test_no_exploit_beats_random(env_id: str) -> None:
+    report = audit([env_id], episodes=5, max_turns=4)
+    env = report.envs[0]
+    assert env.random.errors == 0, env.random.first_error  # the audit ran for real
+    if env.expert is not None:
+        assert env.expert.errors == 0, env.expert.first_error
+        assert env.expert.mean_return > env.random.mean_return
+    ran = [a for a in env.exploits if a.applies]
+    assert ran and all(a.episodes == 5 for a in ran)
+    assert [(a.policy, a.mean_return, a.p_value) for a in env.flagged] == []
