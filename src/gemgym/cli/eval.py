@@ -323,7 +323,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     envs = resolve(args.specs, env_kwargs)
     agent = _build_agent(args)
     console = Console(stderr=True)
-    if not args.no_probe:
+    if args.no_probe:
+        agent.probed = True  # the engine's open_run would probe it otherwise
+    else:
         _probe(agent, console)
     _check_out(run_dir, out)
     run: dict[str, Any] = {

@@ -197,7 +197,9 @@ def run(args: argparse.Namespace) -> int:
         _check_oracle(args.env_id, env_kwargs, args.seed)
     agent = _build_agent(args)
     console = Console(stderr=True)
-    if args.agent == "openai" and not args.no_probe:
+    if args.agent == "openai" and args.no_probe:
+        agent.probed = True  # the engine's open_run would probe it otherwise
+    elif args.agent == "openai":
         warning = asyncio.run(agent.probe())
         if warning:
             console.print(f"warning: {warning}", markup=False, soft_wrap=True)
