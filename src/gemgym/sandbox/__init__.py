@@ -20,9 +20,10 @@ are typed (:class:`RunResult`: stdout, stderr, exit code, timed out, which limit
 ...     sandbox.run("print(1 + 1)").stdout
 '2\\n'
 
-The code is treated as hostile: as root it never runs as host uid 0, a seccomp filter and
-cgroups hold it, nothing it does survives its run, and hidden tests run in a separate trusted
-process it cannot reach. See ``docs/sandbox.md`` for the threat model, every measure and its
+The code is treated as hostile: as root it never runs as host uid 0 (each sandbox has a host
+uid of its own), a seccomp filter and cgroups hold it, it sees no dataset file and not gemgym
+itself, nothing it does survives its run or tells the next run how it went, and hidden tests
+run in a separate trusted process it cannot reach. See ``docs/sandbox.md`` for the threat model, every measure and its
 test, and ``docs/benchmarks.md`` for the measured costs.
 """
 
@@ -79,13 +80,16 @@ def make_sandbox(
         backend: one of :data:`BACKENDS` (see the module docstring).
         limits: default limits of every run.
         parallelism: runs at once (the pool's number of workers).
-        python: interpreter run inside (bwrap, pool, unsafe-local).
+        python: interpreter run inside (bwrap, pool, unsafe-local): a path, ``None`` (this
+            one) or ``"system"`` (the system's ``python3``, without this venv's packages).
         ro_paths: extra host directories visible read-only inside (bwrap, pool).
         image: the Docker image (docker).
 
     Raises:
         SandboxUnavailableError: no isolating backend works here (fail closed: ``unsafe-local``
-            is never chosen for you); the message says what to install.
+            is never chosen for you), the sandbox's uid cannot run ``python``, or
+            ``limits.memory`` cannot hold as ``limits.memory_scope`` asks; the message says
+            what to do.
         ConfigError: an unknown backend.
     """
     if backend not in BACKENDS:

@@ -1,23 +1,27 @@
 """The ``bwrap`` backend: one bubblewrap sandbox per snippet, and what every bubblewrap sandbox is.
 
 The sandbox sees a read-only view of the system directories and the Python installation only
-(``/usr``, ``/lib*``, the interpreter's prefix; not ``/etc``, ``/home``, ``/root`` or the working
-tree), a private size-capped writable ``/tmp``, fresh ``/proc`` (``/proc/sys`` read-only) and
+(``/usr``, ``/lib*``, the interpreter's prefix and the venv it is the python of; not ``/etc``,
+``/home``, ``/root`` or the working tree), with every dataset-like file and gemgym's own package
+masked (:func:`answer_masks`), a private size-capped writable ``/tmp``, fresh ``/proc`` (``/proc/sys`` read-only) and
 ``/dev``, and no network (its own empty network namespace); ``/dev`` is read-only apart from a
 size-capped ``/dev/shm``. It runs in new user, PID, IPC, UTS, mount and cgroup namespaces with
 every capability dropped, no further user namespaces, a cleared environment and the seccomp
 filter of :mod:`gemgym.sandbox._seccomp`.
 
 **Never as host root.** bubblewrap itself is started through a launcher that joins the
-sandbox's cgroups, takes a fresh session keyring and, when gemgym runs as root, drops to uid
-65534 (``nobody``) first: the code inside runs as an unprivileged host uid, so a write that
-escaped ``/proc`` or ``/sys`` would be refused by the host kernel too.
+sandbox's cgroups, takes a fresh session keyring, lowers ``RLIMIT_NOFILE`` and, when gemgym runs
+as root, drops to a host uid leased to this sandbox alone (:func:`~gemgym.sandbox._host.lease_uid`)
+first: the code inside runs as an unprivileged host uid of its own, so a write that escaped
+``/proc`` or ``/sys`` would be refused by the host kernel too, and per-user kernel limits are
+not shared with other sandboxes.
 
 **Process and memory limits.** As root each sandbox has its own ``pids`` cgroup (the process
 limit; ``RLIMIT_NPROC`` is not enforced for root) and, where one can be made, a ``memory`` cgroup
 that caps the whole sandbox (:class:`~gemgym.sandbox._host.SandboxCgroup`); otherwise the process
 count is capped by ``RLIMIT_NPROC`` on the uid and memory per process by ``RLIMIT_AS``, and
-:attr:`~gemgym.sandbox.RunResult.memory_scope` says ``"process"``.
+:attr:`~gemgym.sandbox.RunResult.memory_scope` says ``"process"`` (as root that needs
+``Limits(memory_scope="process")``: a limit that cannot hold as asked raises).
 
 The first process of the sandbox is gemgym's fork-server itself (``--as-pid-1``: no bubblewrap
 init that a program could take over), which runs each snippet in a child and cleans up after it
@@ -742,13 +746,17 @@ class BwrapSandbox(Sandbox):
     Args:
         limits: the default :class:`Limits` of every run.
         parallelism: runs at once in :meth:`run_many`.
-        python: the interpreter run inside (default: this one, or ``/usr/bin/python3`` when
-            the sandbox uid cannot read this one).
+        python: the interpreter run inside: a path, ``None`` (this one, with its venv's
+            packages) or ``"system"`` (the system's ``python3`` without them; warns once). One
+            the sandbox's uid cannot read raises :class:`SandboxUnavailableError` saying so
+            (see :func:`resolve_python`).
         ro_paths: extra host directories visible read-only inside.
         process_limit: ``"cgroup"``, ``"uid"`` or ``"auto"`` (cgroup when possible).
 
     Raises:
-        SandboxUnavailableError: bubblewrap is missing or cannot create namespaces here.
+        SandboxUnavailableError: bubblewrap is missing or cannot create namespaces here, the
+            sandbox's uid cannot run ``python``, or ``limits.memory`` cannot hold as asked.
+        ConfigError: ``process_limit="uid"`` with a whole-sandbox memory scope.
     """
 
     name = "bwrap"

@@ -6,9 +6,11 @@ whose first process is a small server on an interpreter started once. A snippet 
 ``fork()`` child of the server with the run's rlimits, in a fresh ``/tmp/work``; hidden tests run
 in a second, trusted child. After every run the server kills every other process of the sandbox
 whatever its state, empties ``/tmp`` and ``/dev/shm``, and verifies that nothing is left (no
-process, file or System V IPC object); the host checks the worker's cgroup too. A worker that
-cannot be verified clean is retired (the run's :attr:`~gemgym.sandbox.RunResult.notes` say so)
-and replaced. The server is PID 1 of its sandbox, not ptrace-able (seccomp and
+process, file or System V IPC object) and that nothing the next run could read tells how this
+one went (the network namespace's sockets and counters, the pid counter, ``tmpfs`` inode
+numbers); the host checks the worker's cgroup too. A worker that cannot be verified clean is
+retired (the run's :attr:`~gemgym.sandbox.RunResult.notes` say so) and replaced in the
+background. The server is PID 1 of its sandbox, not ptrace-able (seccomp and
 ``PR_SET_DUMPABLE``), and its answers carry a per-request nonce.
 
 A run whose worker died before the program started is retried on a fresh worker; a sandbox that
@@ -46,13 +48,17 @@ class PoolSandbox(Sandbox):
         limits: the default :class:`Limits` of every run (``tmp_size``, ``memory`` for the
             sandbox's cgroup and ``max_processes`` are fixed per worker when it starts).
         size: number of workers, i.e. runs at once (workers start on first use).
-        python: the interpreter inside (default: this one, or ``/usr/bin/python3`` when the
-            sandbox uid cannot read it).
+        python: the interpreter inside: a path, ``None`` (this one, with its venv's
+            packages) or ``"system"`` (the system's ``python3`` without them; warns once). One
+            the sandbox's uid cannot read raises :class:`SandboxUnavailableError` saying so
+            (see :func:`resolve_python`).
         ro_paths: extra host directories visible read-only inside.
         process_limit: ``"cgroup"``, ``"uid"`` or ``"auto"``.
 
     Raises:
-        SandboxUnavailableError: bubblewrap is missing or cannot create namespaces here.
+        SandboxUnavailableError: bubblewrap is missing or cannot create namespaces here, the
+            sandbox's uid cannot run ``python``, or ``limits.memory`` cannot hold as asked.
+        ConfigError: ``process_limit="uid"`` with a whole-sandbox memory scope.
     """
 
     name = "pool"

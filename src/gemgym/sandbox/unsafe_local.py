@@ -46,7 +46,7 @@ class UnsafeLocalSandbox(Sandbox):
     Args:
         limits: the default :class:`Limits` of every run.
         parallelism: runs at once in :meth:`run_many`.
-        python: the interpreter (default: this one).
+        python: the interpreter (default: this one; ``"system"``: the system's ``python3``).
     """
 
     name = "unsafe-local"
@@ -56,6 +56,10 @@ class UnsafeLocalSandbox(Sandbox):
         self, limits: Limits | None = None, parallelism: int = 2, python: str | None = None
     ) -> None:
         super().__init__(limits, parallelism)
+        if python == "system":
+            from gemgym.sandbox._host import system_python
+
+            python = system_python() or "/usr/bin/python3"
         self.python = python or sys.executable
         self._args = (self.limits, parallelism, python)
         warnings.warn(
