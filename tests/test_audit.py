@@ -18,6 +18,7 @@ import pytest
 
 import gemgym
 from gemgym.audit import audit, exploit_names
+from gemgym.audit.expected import expected_reason
 from gemgym.audit.policies import answers_in
 from gemgym.audit.programs import entry_point, keys_of
 from gemgym.audit.stats import min_episodes, permutation_p
@@ -138,6 +139,8 @@ def test_the_library_and_its_helpers() -> None:
     assert all('"' not in k and "\n" not in k for k in keys_of(prompt))
     found = 'FOUND: {"question": "q", "answer": "so 6 * 7 = 42\\n#### 42"}\nFOUND: nope'
     assert answers_in(found) == ["42"]
+    assert expected_reason("logic:RuleTaker-d1", "copy_majority")  # the card says why
+    assert expected_reason("math:GSM8K", "copy_majority") is None
 
 
 def test_policies_are_chosen_by_family() -> None:

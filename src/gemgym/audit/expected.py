@@ -24,7 +24,17 @@ class Expected:
     reason: str
 
 
-EXPECTED: tuple[Expected, ...] = ()
+_BINARY = (
+    "RuleTaker answers are True/False: a fixed label is right about half the time, the random "
+    "action (a random short answer) almost never; the base rate, not an exploit "
+    "(gemgym.envs.qa's card)"
+)
+
+EXPECTED: tuple[Expected, ...] = (
+    Expected("logic:RuleTaker-*", "copy_majority", _BINARY),
+    Expected("logic:RuleTaker-*", "copy_other", _BINARY),
+    Expected("logic:RuleTaker-*", "constant", _BINARY),
+)
 """The known legitimate cases (see the module docstring)."""
 
 

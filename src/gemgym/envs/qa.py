@@ -22,6 +22,11 @@ info          ``correct``, ``extracted``, ``f1`` (best SQuAD token F1 over the g
 expert        the first gold answer, tagged (or boxed)
 ============  =================================================================================
 
+Reward integrity (``gemgym audit``): the RuleTaker answers are ``True``/``False``, so a fixed
+reply (``copy_majority``, ``copy_other``, ``constant`` when it is a label) is right about half
+the time, while the random action (a random short answer) almost never is: that gain is the
+task's base rate, not an exploit (docs/audit.md).
+
 Differences from upstream GEM: offline loading from a local file or the shipped sample, per-env
 seeded order, ``terminated=True, truncated=False`` (GEM set both), token F1 reported in ``info``,
 a reply without an answer scores −0.1 where GEM gives 0.0 (``gemgym.compat.gem``, the GEM
