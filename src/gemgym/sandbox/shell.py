@@ -326,7 +326,7 @@ class ShellSession:
                 "(Debian/Ubuntu: `apt-get install python3 bash`)"
             )
         limiter = ProcessLimiter(process_limit)
-        require_bwrap(limiter.user)
+        require_bwrap(limiter.probe_user())
         mounts = ["--size", str(int(workspace_size)), "--tmpfs", WORKSPACE]
         # Debian's `cc`, `awk`, `editor`... are links through /etc/alternatives.
         mounts += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
