@@ -223,23 +223,16 @@ _STATE: tuple[Any, ...] | None = None
 
 # -- state that outlives a run's processes -------------------------------------------------------
 
-_NET_COUNTERS = ("dev", "snmp", "snmp6", "netstat")
-"""Per-network-namespace counters (``/proc/net``) that any packet, connection or datagram
-changes; a run that sent anything leaves them changed."""
-_NET_SOCKETS = (
-    "tcp",
-    "tcp6",
-    "udp",
-    "udp6",
-    "raw",
-    "raw6",
-    "unix",
-    "packet",
-    "udplite",
-    "udplite6",
-)
-"""Socket tables: a TCP connection stays in ``TIME_WAIT`` here for a minute after its processes
-died."""
+_NET_COUNTERS = ("dev", "snmp", "snmp6")
+"""Per-network-namespace counters (``/proc/net``): any packet, connection or datagram changes
+them (so does every connection that could leave a socket in ``TIME_WAIT`` for a minute)."""
+_NET_SOCKETS = ("sockstat", "sockstat6", "unix")
+"""Sockets of the namespace by kind (``TCP: inuse, orphan, tw``...) and its Unix sockets. The
+TCP and UDP tables themselves (``/proc/net/tcp``) are not read: listing them walks the host's
+whole connection hash table (milliseconds), and no TCP state outlives a run without packets
+that the counters above saw."""
+_HOST_WIDE = frozenset({"alloc", "mem", "memory"})
+"""Fields of ``sockstat`` that count the whole host, not the namespace."""
 
 
 def _read(path: str) -> str:
@@ -250,12 +243,21 @@ def _read(path: str) -> str:
         return ""
 
 
+def _namespace_only(text: str) -> str:
+    """``sockstat`` without its host-wide fields."""
+    lines = []
+    for line in text.splitlines():
+        head, _, rest = line.partition(":")
+        words = rest.split()
+        pairs = zip(words[::2], words[1::2], strict=False)
+        lines.append(head + ":" + " ".join(f"{k} {v}" for k, v in pairs if k not in _HOST_WIDE))
+    return "\n".join(lines)
+
+
 def _net_state() -> tuple[str, ...]:
     """The network namespace's counters and sockets (compared after every run)."""
     counters = tuple(_read(f"/proc/net/{name}") for name in _NET_COUNTERS)
-    sockets = tuple(
-        "".join(_read(f"/proc/net/{name}").splitlines(keepends=True)[1:]) for name in _NET_SOCKETS
-    )
+    sockets = tuple(_namespace_only(_read(f"/proc/net/{name}")) for name in _NET_SOCKETS)
     return counters + sockets
 
 
