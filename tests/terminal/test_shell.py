@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -137,3 +138,31 @@ def test_an_agent_that_breaks_its_shell_gets_a_working_one_back(sabotage: str) -
             r = s.run("echo ok")
         assert r.output == "ok\n"
         assert time.monotonic() - start < 20
+
+
+def test_gemgym_is_found_wherever_it_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A system-wide install (/usr/local/lib/python3*/dist-packages) shows up to the shell's
+    # /usr/bin/python3: every trace of gemgym in a site directory is masked, not only the
+    # package this process imported.
+    from gemgym.sandbox import shell as shell_module
+
+    site = tmp_path / "dist-packages"
+    for name in ("gemgym", "gemgym-0.1.0.dist-info", "__editable__.gemgym-0.1.0.pth", "numpy"):
+        (site / name).mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    shell_module._gemgym_installs.cache_clear()
+    try:
+        found = shell_module._gemgym_installs()
+    finally:
+        shell_module._gemgym_installs.cache_clear()
+    assert {str(site / n) for n in ("gemgym", "gemgym-0.1.0.dist-info")} <= set(found)
+    assert str(site / "__editable__.gemgym-0.1.0.pth") in found
+    assert str(site / "numpy") not in found
+    # Under the system directories they are covered; elsewhere they are not bound at all.
+    assert shell_module._mask_mounts([str(site / "gemgym")]) == []
+    doc = sorted(p for p in Path("/usr/share/doc").iterdir() if p.is_dir())[:1]
+    for path in doc:
+        mounts = shell_module._mask_mounts([str(path), str(path / "x")])
+        assert mounts == ["--size", "4096", "--tmpfs", str(path), "--remount-ro", str(path)]
