@@ -172,7 +172,7 @@ def _read_tests(tests: str | os.PathLike[str]) -> tuple[dict[str, str], list[str
     size = 0
     root = Path(tests)
     for path in sorted(root.rglob("*")):
-        if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
+        if not path.is_file() or "__pycache__" in path.parts:  # links are followed
             continue
         rel = path.relative_to(root).as_posix()
         size += path.stat().st_size
