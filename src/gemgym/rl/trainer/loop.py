@@ -68,10 +68,14 @@ between and not over the format tokens' unlikely alternatives. ``eval_temperatur
 evaluations sample the policy's full distribution at that temperature (default: they sample as
 the training batches do, ``temperature`` and ``min_p``).
 
-Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png``, ``checkpoint.pt``
-(model, optimiser, counters, random states: ``resume=True`` continues from it) and
-``final.json`` (the final evaluation on fresh seeds: sampling as the training batches are, or
-at ``eval_temperature``, and greedy decoding).
+Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png`` (per update, wall
+minutes on a second axis), ``checkpoint.pt`` (model, optimiser, counters, SFT progress, random
+states: ``resume=True`` continues from it) and ``final.json`` (the final evaluation on fresh
+seeds: sampling as the training batches are, or at ``eval_temperature``, and greedy decoding).
+The checkpoint and the curves are written every ``checkpoint_every`` updates, every
+``checkpoint_every_s`` seconds (SFT included), after SFT, at the end, and on SIGINT/SIGTERM
+(:mod:`~gemgym.rl.trainer.interrupt`): the run then stops after the current SFT step or update
+and raises :class:`TrainingInterrupted`; resumed, it is the same run as one never stopped.
 
 The parts live in modules named after what they do: :mod:`~gemgym.rl.trainer.config`
 (settings and their validation), :mod:`~gemgym.rl.trainer.losses`,
