@@ -16,7 +16,10 @@ Observations are plain text (``str``), a chat-message list (:data:`ChatObservati
 images (:class:`MultimodalObservation`). Actions of text envs are strings (the model's reply).
 
 Bad actions from a model (no ``\\boxed{}``, garbage, out of range) are never exceptions: an env
-turns them into an observation and a reward.
+turns them into an observation and a reward. An action that is not a ``str`` (``None``, a number,
+bytes, a message dict) is the empty reply: the env's format-error path, never coerced with
+``str()`` (:func:`non_text_info`). An observation echoes at most :data:`ECHO_LIMIT` characters of
+a reply (:func:`excerpt`).
 
 This module imports nothing else of gemgym except :mod:`gemgym.errors`.
 """
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
     from gemgym.env_spec import EnvSpec
 
 __all__ = [
+    "ECHO_LIMIT",
+    "NON_TEXT_KEY",
     "ActT",
     "ActionWrapper",
     "ChatObservation",
@@ -55,6 +60,8 @@ __all__ = [
     "StepResult",
     "Wrapper",
     "blocks_loop",
+    "excerpt",
+    "non_text_info",
 ]
 
 ObsT = TypeVar("ObsT")
@@ -117,6 +124,35 @@ Observation = str | ChatObservation | MultimodalObservation
 
 StepResult = tuple[ObsT, float, bool, bool, dict[str, Any]]
 """``(observation, reward, terminated, truncated, info)``."""
+
+
+ECHO_LIMIT = 200
+"""The most characters of a model's reply that an observation quotes back (:func:`excerpt`)."""
+
+NON_TEXT_KEY = "non_text_action"
+"""``info`` key of a step whose action was not a ``str``: the action's type name."""
+
+
+def excerpt(text: str, limit: int = ECHO_LIMIT) -> str:
+    """``text`` when it has at most ``limit`` characters, else its start and end around a marker
+    that counts the characters left out (at most ``limit + 40`` characters in all).
+
+    Observations that quote a model's invalid reply use it, so a 2 MB reply is not echoed into
+    the next prompt.
+    """
+    if len(text) <= limit:
+        return text
+    head = max(1, limit * 3 // 4)
+    tail = max(0, limit - head)
+    left_out = len(text) - head - tail
+    return f"{text[:head]}…[{left_out} characters left out]…{text[len(text) - tail :]}"
+
+
+def non_text_info(action: object) -> dict[str, Any]:
+    """The ``info`` entries of a step whose action is not a ``str`` (the one rule for every env):
+    it is scored as the empty reply, the env's format error, and ``info`` says so with
+    ``format_error=True`` and :data:`NON_TEXT_KEY` naming the action's type."""
+    return {"format_error": True, NON_TEXT_KEY: type(action).__name__}
 
 
 def _check_seed(seed: object) -> int:

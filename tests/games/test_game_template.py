@@ -37,17 +37,20 @@ def test_every_game_uses_the_template_reset_and_step() -> None:
 @pytest.mark.parametrize(
     "action", [5, None, b"\\boxed{up}", {"role": "assistant", "content": "\\boxed{1}"}, 2.5]
 )
-def test_a_non_string_action_raises_type_error_naming_it(env_id: str, action: object) -> None:
+def test_a_non_string_action_is_a_format_error_naming_it(env_id: str, action: object) -> None:
+    """gemgym's one rule for non-str actions: the empty reply (a format error), never coerced."""
     env = _game(env_id)
     env.reset(seed=0)
-    with pytest.raises(TypeError, match=type(action).__name__) as caught:
-        env.step(action)  # type: ignore[arg-type]
-    assert "str" in str(caught.value)
-    assert env.turn_count == 0  # nothing was played
-    # the model's bad text is still a format error, scored and ending the episode
+    obs, reward, terminated, truncated, info = env.step(action)  # type: ignore[arg-type]
+    assert (reward, terminated, truncated) == (FORMAT_ERROR_REWARD, True, False)
+    assert info["format_error"] and info["non_text_action"] == type(action).__name__
+    assert obs == f"At turn 1, your reply was not text (got {type(action).__name__})."
+    # the same as the model's bad text: a format error, scored and ending the episode
+    env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step("no box here")
     assert (reward, terminated, truncated) == (FORMAT_ERROR_REWARD, True, False)
     assert info["format_error"] and obs.startswith("At turn 1, ")
+    assert "non_text_action" not in info
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)

@@ -37,12 +37,15 @@ def test_the_index_option_is_the_dataset_envs() -> None:
 
 
 @pytest.mark.parametrize("action", [5, None, b"\\boxed{1}", {"content": "\\boxed{1}"}])
-def test_a_non_string_action_raises_type_error(action: object) -> None:
+def test_a_non_string_action_is_a_format_error(action: object) -> None:
+    """gemgym's one rule: a non-str action is the empty reply (never ``str(action)``)."""
     env = _env()
     env.reset(seed=0)
-    with pytest.raises(TypeError, match=type(action).__name__):
-        env.step(action)  # type: ignore[arg-type]
-    obs, reward, term, trunc, info = env.step("no box")  # bad text stays a format error
+    obs, reward, term, trunc, info = env.step(action)  # type: ignore[arg-type]
+    assert (obs, reward, term, trunc) == (TERMINAL_STATE, 0.0, True, False)
+    assert info["format_error"] and info["non_text_action"] == type(action).__name__
+    env.reset(seed=0)
+    obs, reward, term, trunc, info = env.step("no box")  # bad text: the same format error
     assert (obs, reward, term, trunc) == (TERMINAL_STATE, 0.0, True, False)
     assert info["format_error"] and info["index"] == env.item_index
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from gemgym.core import Env
+from gemgym.core import Env, non_text_info
 from gemgym.errors import ConfigError, DatasetError, missing_dependency
 
 __all__ = [
@@ -538,8 +538,11 @@ class DatasetEnv(Env[ObsT | str, str], Generic[ObsT]):
             from gemgym.errors import ResetNeeded
 
             raise ResetNeeded("call reset() before step()")
-        text = action if isinstance(action, str) else str(action)
-        reward, info = self.grade(text, self.item)
+        if isinstance(action, str):
+            reward, info = self.grade(action, self.item)
+        else:  # gemgym's one rule: a non-str action is the empty reply (a format error)
+            reward, info = self.grade("", self.item)
+            info.update(non_text_info(action))
         info.setdefault("index", self.item_index)
         return TERMINAL_STATE, reward, True, False, info
 

@@ -29,8 +29,8 @@ Differences from upstream GEM: ``import gemgym`` does not import reasoning_gym (
 spends a noticeable time on it; measured figures: docs/benchmarks.md); items are visited in a
 per-env seeded order (``reset(seed=)``) with each epoch reshuffled, instead of GEM's global-RNG
 draws: the order of every dataset env (:class:`~gemgym.envs._dataset.DatasetEnv`, of which
-this is one); ``terminated=True, truncated=False``. A non-``str`` action raises ``TypeError``
-(GEM scored ``str(action)``). The seeded order is a Feistel permutation computed per reset
+this is one); ``terminated=True, truncated=False``. A non-``str`` action is the empty reply, a
+format error (gemgym's one rule; GEM scored ``str(action)``). The seeded order is a Feistel permutation computed per reset
 (:func:`permuted_index`): a reset costs the same at ``size=10**9`` as at 500.
 """
 
@@ -43,6 +43,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, overload
 
+from gemgym.core import excerpt
 from gemgym.envs._dataset import DatasetEnv, ItemSource
 from gemgym.envs._rg_tasks import RG_TASKS
 from gemgym.errors import ConfigError, missing_dependency
@@ -251,19 +252,14 @@ class ReasoningGymEnv(DatasetEnv[str]):
     def observe(self, item: dict[str, Any]) -> str:
         return str(item["question"])
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if not isinstance(action, str):
-            raise TypeError(
-                f"{type(self).__name__}.step() takes the model's reply as a str, got "
-                f"{type(action).__name__}: {action!r:.200}"
-            )
-        return super().step(action)
-
     def grade(self, action: str, item: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         from gemgym.grading.math import extract_boxed
 
         extracted = extract_boxed(action)
-        info: dict[str, Any] = {"extracted": extracted, "index": self.item_index}
+        info: dict[str, Any] = {
+            "extracted": extracted if extracted is None else excerpt(extracted, 1000),
+            "index": self.item_index,
+        }
         if extracted is None:
             info.update(score=0.0, correct=False, success=False, format_error=True)
             return 0.0, info
@@ -271,7 +267,7 @@ class ReasoningGymEnv(DatasetEnv[str]):
             score = self.tasks().score(extracted, item)
         except Exception as e:  # a task's scorer choking on odd text is a wrong answer
             score = 0.0
-            info["scorer_error"] = f"{type(e).__name__}: {e}"
+            info["scorer_error"] = excerpt(f"{type(e).__name__}: {e}", 1000)
         score = min(1.0, max(0.0, score))
         info.update(score=score, correct=score >= 1.0, success=score >= 1.0)
         return score, info

@@ -15,14 +15,18 @@ players       one-player games are gemgym envs (:class:`TextArenaEnv`); games of
               :class:`~gemgym.multiagent.SelfPlayEnv`). ``game_kwargs={"num_players": n}``
               picks another player count where the game allows it
 observation   TextArena's own, under its default wrappers (the game's prompt and the messages so
-              far, ``[GAME] ...`` / ``[Player 1] ...``); at the end, the result and reason
+              far, ``[GAME] ...`` / ``[Player 1] ...``); at the end, the result and reason.
+              A reply over 2,000 characters is quoted as an excerpt, and an observation keeps
+              at most 100,000 characters (the prompt's start and the latest history)
 action        any text, as TextArena takes it (moves in ``[brackets]``; a bracket-less action
               is wrapped in brackets for the games whose default wrappers do so)
 reward        TextArena's rewards at the end of the game (win 1, loss −1, draw 0 for most
               multi-player games; a game-specific score for one-player ones); 0 before. Invalid
               moves follow TextArena's rules (an error allowance, then the player loses); a
-              non-``str`` action, or an action TextArena crashes on, ends the game with the
-              mover's reward −1 (``info["error"]``)
+              reply over 8,192 characters is an invalid move under gemgym's rules (−0.1, retry),
+              as TextArena's parsers slow down with the square of its length, and so is a
+              non-``str`` action (gemgym's one rule for non-text actions); an action TextArena
+              crashes on ends the game with the mover's reward −1
 random        TextArena draws from Python's global ``random`` (and numpy's); the bridge gives
               each env its own generator states and swaps them in around every TextArena call
               (under a lock), so ``reset(seed=)`` gives the same game in every process and the
@@ -47,14 +51,24 @@ import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from gemgym.core import excerpt
 from gemgym.envs._ta_games import TA_GAMES, TA_SKIPPED
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.multiagent.game import TextGame
+from gemgym.multiagent.game import InvalidMove, TextGame
 from gemgym.multiagent.selfplay import SelfPlayEnv
 from gemgym.registry import register
 
-__all__ = ["TA_GAMES", "TA_SKIPPED", "TextArenaEnv", "TextArenaGame"]
+__all__ = ["MAX_ACTION_CHARS", "TA_GAMES", "TA_SKIPPED", "TextArenaEnv", "TextArenaGame"]
 
+MAX_ACTION_CHARS = 8192
+"""The longest reply TextArena is given (the action spaces' ``max_length``): a longer one is an
+invalid move, as TextArena's move parsers (``.*\\[(\\d+)\\].*`` and the like) take time that
+grows with the square of the length of a line, or worse."""
+_ECHO_CHARS = 2000
+"""A reply longer than this is quoted as an excerpt in later observations (TextArena repeats every
+reply in the history it shows)."""
+_MAX_OBS_CHARS = 100_000
+"""The most characters of an observation (a longer history keeps its start and its end)."""
 _RANDOM_LOCK = threading.RLock()
 _OFFERED = re.compile(r"'(\[[^\]'\n]{1,40}\])'")
 _WORDS = ("[0]", "[1]", "[2]", "[3]", "[4]", "[5]", "[up]", "[left]", "[a]", "[e]", "[accept]")
@@ -91,6 +105,7 @@ class TextArenaGame(TextGame):
         self._env: Any = None
         self._states: tuple[Any, Any] | None = None
         self._obs: dict[str, str] = {}
+        self._long_replies: list[str] = []
         self._done = False
         self._returns: dict[str, float] = {}
         self._reason = ""
@@ -124,6 +139,7 @@ class TextArenaGame(TextGame):
         seed = rng.getrandbits(31)
         self._states = (random.Random(seed).getstate(), _np_state(np, seed))
         self._obs = {}
+        self._long_replies = []
         self._done = False
         self._returns = {}
         self._reason = ""
@@ -135,7 +151,25 @@ class TextArenaGame(TextGame):
     def _read_observation(self) -> None:
         pid, obs = self._env.get_observation()
         self._current = int(pid)
-        self._obs[self.possible_agents[self._current]] = obs if isinstance(obs, str) else str(obs)
+        self._obs[self.possible_agents[self._current]] = self._bounded(
+            obs if isinstance(obs, str) else str(obs)
+        )
+
+    def _bounded(self, text: str) -> str:
+        """``text`` with every long reply of this game quoted as an excerpt (TextArena echoes
+        each reply into the history every later observation repeats), and at most
+        :data:`_MAX_OBS_CHARS` characters (the prompt's start and the latest history)."""
+        for long in self._long_replies:
+            if long in text:
+                text = text.replace(long, excerpt(long, _ECHO_CHARS))
+        if len(text) > _MAX_OBS_CHARS:
+            head = _MAX_OBS_CHARS // 4
+            tail = _MAX_OBS_CHARS - head
+            text = (
+                f"{text[:head]}\n…[{len(text) - head - tail} characters of the history left "
+                f"out]…\n{text[len(text) - tail :]}"
+            )
+        return text
 
     def acting(self) -> tuple[str, ...]:
         if self._done or self._env is None:
@@ -150,6 +184,16 @@ class TextArenaGame(TextGame):
         return text
 
     def play(self, agent: str, action: str) -> None:
+        if len(action) > MAX_ACTION_CHARS:  # TextArena's parsers are quadratic (or worse) in it
+            raise InvalidMove(
+                f"your reply has {len(action)} characters; a move has at most "
+                f"{MAX_ACTION_CHARS} (give the move in [brackets])"
+            )
+        if len(action) > _ECHO_CHARS:
+            self._long_replies.append(action)
+            stripped = action.strip()
+            if stripped != action and len(stripped) > _ECHO_CHARS:
+                self._long_replies.append(stripped)
         try:
             with self._own_random():
                 done, _ = self._env.step(action)
@@ -159,7 +203,9 @@ class TextArenaGame(TextGame):
                     self._read_observation()
         except Exception as e:  # a TextArena bug on odd input must not crash the caller
             self._done = True
-            self._reason = f"TextArena failed on the last action ({type(e).__name__}: {e})."
+            self._reason = excerpt(
+                f"TextArena failed on the last action ({type(e).__name__}: {e}).", _ECHO_CHARS
+            )
             self._returns = {a: 0.0 for a in self.possible_agents}
             self._returns[agent] = -1.0
 

@@ -13,22 +13,32 @@ from collections.abc import Iterable
 
 __all__ = ["extract_tagged_answer", "normalize_qa_answer", "qa_exact_match", "qa_f1"]
 
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_ANSWER_TAG_RE = re.compile(r"<(/?)answer>", re.IGNORECASE)
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
 
 
 def extract_tagged_answer(text: str, tag: str = "answer") -> str | None:
-    """The content of the last ``<answer>...</answer>`` in ``text`` (``None`` if there is none)."""
+    """The content of the last ``<answer>...</answer>`` in ``text`` (``None`` if there is none).
+
+    Tags match case-insensitively; an opening tag pairs with the next closing tag (later opening
+    tags before it are content). One pass: linear time on any input, unclosed tags included.
+    """
     if not isinstance(text, str):
         return None
     pattern = (
-        _ANSWER_RE
-        if tag == "answer"
-        else re.compile(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL | re.IGNORECASE)
+        _ANSWER_TAG_RE if tag == "answer" else re.compile(rf"<(/?){re.escape(tag)}>", re.IGNORECASE)
     )
-    found = pattern.findall(text)
-    return found[-1].strip() if found else None
+    found: tuple[int, int] | None = None
+    content_start = -1
+    for m in pattern.finditer(text):
+        if not m.group(1):  # an opening tag
+            if content_start < 0:
+                content_start = m.end()
+        elif content_start >= 0:
+            found = (content_start, m.start())
+            content_start = -1
+    return text[found[0] : found[1]].strip() if found is not None else None
 
 
 def normalize_qa_answer(text: str) -> str:

@@ -10,7 +10,8 @@ A :class:`Match` runs a game for the env forms (:class:`~gemgym.multiagent.TextA
 :class:`~gemgym.multiagent.SeatVectorEnv`) with the rules they share: a move that is not text or
 that the game rejects earns ``invalid_move_penalty`` and an observation that says what was wrong,
 the seat tries again, and after ``max_invalid_moves`` rejected moves in a row it forfeits. A model
-never crashes a game.
+never crashes a game: a move that is not a ``str`` is an invalid move (gemgym's one rule for
+non-text actions), and the reason shown is cut to :data:`MAX_ERROR_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from gemgym.core import excerpt
 from gemgym.errors import ConfigError
 
-__all__ = ["InvalidMove", "Match", "TextGame", "register_game"]
+__all__ = ["MAX_ERROR_CHARS", "InvalidMove", "Match", "TextGame", "register_game"]
+
+MAX_ERROR_CHARS = 400
+"""The most characters of an :class:`InvalidMove` message a seat is shown (longer messages, which
+quote a huge move, are cut to an :func:`~gemgym.core.excerpt`)."""
 
 
 class InvalidMove(Exception):
@@ -167,13 +173,13 @@ class Match:
         if agent not in self.acting():
             raise ConfigError(f"{agent!r} cannot move now; seats to move: {self.acting()}")
         error: str | None = None
-        if not isinstance(action, str):
+        if not isinstance(action, str):  # gemgym's one rule: an invalid move, like an empty one
             error = f"a move is text, got {type(action).__name__}"
         else:
             try:
                 self.game.play(agent, action)
-            except InvalidMove as e:
-                error = str(e) or "that move is not allowed"
+            except InvalidMove as e:  # the message may quote the move: echo a bounded excerpt
+                error = excerpt(str(e), MAX_ERROR_CHARS) or "that move is not allowed"
         self.moves += 1
         if error is None:
             self.errors.pop(agent, None)

@@ -9,7 +9,7 @@ import typing
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic, TypeVar
 
-from gemgym.core import Env
+from gemgym.core import Env, non_text_info
 from gemgym.errors import ConfigError
 from gemgym.turns import truncate
 
@@ -236,8 +236,9 @@ class GameEnv(Env[str, str], Generic[MoveT]):
     ``info`` holds ``suffix`` (:meth:`get_task_suffix`) and ``turn``; the last step's also
     ``success`` and a format error's ``format_error``.
 
-    An action that is not a ``str`` (a number, ``None``, bytes, a message dict) is a bug in the
-    caller, not the model's format error: :meth:`step` raises ``TypeError`` naming it.
+    An action that is not a ``str`` (a number, ``None``, bytes, a message dict) is scored as the
+    empty reply (gemgym's one rule, :func:`gemgym.core.non_text_info`): a format error whose
+    observation names the type, with ``info["non_text_action"]``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "category": "game"}
@@ -276,11 +277,8 @@ class GameEnv(Env[str, str], Generic[MoveT]):
 
     def step(self, action: str) -> Step:
         """Play one turn: count it, parse the move, play it, then apply the turn limit."""
-        if not isinstance(action, str):
-            raise TypeError(
-                f"{type(self).__name__}.step() takes the model's reply as a str, got "
-                f"{type(action).__name__}: {action!r:.200}"
-            )
+        if not isinstance(action, str):  # the one rule: the empty reply, a format error
+            return self._non_text(action)
         self.turn_count = turn = self.turn_count + 1
         move = self.parse_move(action)
         if move is None:
@@ -327,6 +325,14 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         info: dict[str, Any] = {"suffix": self.get_task_suffix(), "turn": self.turn_count}
         info.update(extra)
         return info
+
+    def _non_text(self, action: object) -> Step:
+        self.turn_count += 1
+        obs, reward, terminated, truncated, info = self._format_error(
+            f"your reply was not text (got {type(action).__name__})"
+        )
+        info.update(non_text_info(action))
+        return obs, reward, terminated, truncated, info
 
     def _format_error(self, detail: str = "you did not provide a valid action") -> Step:
         obs = f"At turn {self.turn_count}, {detail}."

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gemgym.core import excerpt
 from gemgym.envs.games._common import (
     INVALID_ACTION_REWARD,
     SUCCESS_REWARD,
@@ -194,8 +195,8 @@ class WordleEnv(GameEnv[str]):
         n = self.word_length
         if len(guess) != n:
             obs = (
-                f"At turn {turn}, you guessed {guess}, which has {len(guess)} letters but the "
-                f"secret word has {n} letters."
+                f"At turn {turn}, you guessed {excerpt(guess)}, which has {len(guess)} letters "
+                f"but the secret word has {n} letters."
             )
         elif self.only_real_words and guess not in _valid_words(n):
             obs = (

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 
+from gemgym.core import excerpt
 from gemgym.envs.games._common import last_boxed
 from gemgym.multiagent.game import InvalidMove, TextGame, register_game
 
@@ -119,7 +120,7 @@ class KuhnPoker(TextGame):
             codes = {"check": "c", "bet": "b"}
             hint = "no bet to answer: \\boxed{check} or \\boxed{bet}"
         if move not in codes:
-            raise InvalidMove(f"{move!r} is not a legal move now; {hint}")
+            raise InvalidMove(f"{excerpt(move, 40)!r} is not a legal move now; {hint}")
         self.history += codes[move]
 
     def returns(self) -> dict[str, float]:

@@ -28,6 +28,7 @@ import itertools
 import random
 import re
 
+from gemgym.core import excerpt
 from gemgym.envs.games._common import last_boxed
 from gemgym.errors import ConfigError
 from gemgym.multiagent.game import InvalidMove, TextGame, register_game
@@ -160,8 +161,11 @@ class Negotiation(TextGame):
             return
         m = _PROPOSE.match(move)
         if m is None:
-            raise InvalidMove(f"{move!r} is neither \\boxed{{propose B H L}} nor \\boxed{{accept}}")
-        keep = tuple(int(g) for g in m.groups())
+            raise InvalidMove(
+                f"{excerpt(move, 40)!r} is neither \\boxed{{propose B H L}} nor \\boxed{{accept}}"
+            )
+        # int() raises on 4,300+ digits; any count over 6 digits exceeds the pool anyway
+        keep = tuple(int(g) if len(g) <= 6 else 10**6 for g in m.groups())
         if any(k > c for k, c in zip(keep, self.counts, strict=True)):
             raise InvalidMove(f"the pool has only {self._fmt(self.counts)}")
         self.proposals.append((agent, keep))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import random
 
+from gemgym.core import excerpt
 from gemgym.envs.games._common import last_boxed
 from gemgym.multiagent.game import InvalidMove, TextGame, register_game
 
@@ -115,8 +116,9 @@ class TicTacToe(TextGame):
         if move is None:
             raise InvalidMove("give the cell as \\boxed{N} with N from 1 to 9")
         move = move.strip()
-        if not move.isdigit() or not 1 <= int(move) <= 9:
-            raise InvalidMove(f"{move!r} is not a cell; cells are 1 to 9")
+        # a length check first: int() raises on 4,300+ digits (and isdigit() admits '²')
+        if len(move) > 3 or not move.isdecimal() or not 1 <= int(move) <= 9:
+            raise InvalidMove(f"{excerpt(move, 40)!r} is not a cell; cells are 1 to 9")
         cell = int(move) - 1
         if self.board[cell] != ".":
             raise InvalidMove(f"cell {cell + 1} is taken; pick a free cell")
