@@ -3,8 +3,7 @@
 * the audit itself can fail: a toy env that pays an empty reply is flagged and the command exits
   1; a policy that does not apply is ``n/a``, never run;
 * one id per registered family: no exploit policy beats the random agent (marked ``integrity``:
-  CI reruns it from a non-editable install). Pairs that pay today are ``xfail(strict=True)``
-  with the reason, so that the test says so when they are closed.
+  CI reruns it from a non-editable install).
 """
 
 from __future__ import annotations
@@ -154,13 +153,6 @@ def test_policies_are_chosen_by_family() -> None:
 
 # -- one id per family --------------------------------------------------------------------------
 
-TOOL_SHAPING = (
-    "GEM's python_tool preset pays tool_reward 0.05 + tool_success_reward 0.25 per tool call "
-    "whatever the program does: <python></python> five times earns 1.5, more than the expert; "
-    "not closed by the sandbox work (python_tool_wrapper(tool_reward=0, tool_success_reward=0) "
-    "is GEM's no-intermediate-reward preset)"
-)
-
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 
 FAMILIES = [
@@ -175,10 +167,7 @@ FAMILIES = [
     pytest.param("code:StdioBasics", marks=needs_bwrap),
     pytest.param("code:HumanEval", marks=needs_bwrap),
     pytest.param("terminal:hello-file", marks=needs_bwrap),
-    pytest.param(
-        "math:GSM8K+python",
-        marks=[needs_bwrap, pytest.mark.xfail(strict=True, reason=TOOL_SHAPING)],
-    ),
+    pytest.param("math:GSM8K+python", marks=needs_bwrap),
 ]
 
 

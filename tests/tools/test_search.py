@@ -250,13 +250,14 @@ def test_qa_env_with_search_runs_end_to_end_offline() -> None:
                 f"<think>I should look it up.</think><search>{question}</search>"
             )
             assert info["use_tool"] and info["tool_type"] == "search"
-            assert reward == pytest.approx(0.1) and not terminated and not truncated
+            assert reward == 0.0 and not terminated and not truncated  # paid if solved
             m = re.search(r"Doc 1\(Title: ([\w.]+)\)", obs)
             assert m is not None, obs
             module = m.group(1).split(".")[0]
             _, reward, terminated, truncated, info = env.step(f"<answer>{module}</answer>")
             assert terminated and not truncated
-            solved += reward == 1.0
+            assert info["tool_reward"] == (0.1 if reward > 0 else 0.0)
+            solved += reward == pytest.approx(1.1)
         env.close()
     # a search-then-copy-the-first-title agent solves nearly every item
     assert solved >= 36

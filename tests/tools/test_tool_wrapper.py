@@ -84,7 +84,9 @@ def test_reset_adds_instructions_and_counters() -> None:
 
 
 def test_a_tool_call_does_not_step_the_inner_env() -> None:
-    env, _ = _wrapped(tool_reward=0.05, tool_success_reward=0.25, tool_error_reward=-0.5)
+    env, _ = _wrapped(
+        tool_reward=0.05, tool_success_reward=0.25, tool_error_reward=-0.5, pay_tools="per_call"
+    )
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step("Let me add <calc>2+3</calc> trailing")
     assert obs == "5"
@@ -233,7 +235,7 @@ def test_python_tool_episode_and_conformance() -> None:
     obs, _ = env.reset(seed=0)
     assert "<python>" in obs
     obs, reward, *_, info = env.step("<python>print(sum(range(5)))</python>")
-    assert obs == "Code execution result: 10\n" and reward == pytest.approx(0.30)
+    assert obs == "Code execution result: 10\n" and reward == 0.0  # held until the end
     assert info["tool_type"] == "python"
     check_env(
         env,
@@ -279,3 +281,63 @@ def test_a_bare_tool_wrapper_refuses_to_step_before_reset_and_after_the_end() ->
     assert tool.calls == 2
     env.reset(seed=0)
     assert env.step("<calc>2+2</calc>")[0] == "4"
+
+
+def _guess_to_the_end(env: ToolEnvWrapper, solve: bool) -> tuple[float, dict[str, Any]]:
+    """Play GuessTheNumber-hard by bisection (``solve``) or by repeating 1, to the end."""
+    lo, hi, total = 1, 50, 0.0
+    for _ in range(100):
+        guess = (lo + hi) // 2 if solve else 1
+        obs, reward, terminated, truncated, info = env.step(rf"\boxed{{{guess}}}")
+        total += reward
+        if terminated or truncated:
+            return total, info
+        if "higher" in obs:
+            lo = guess + 1
+        elif "lower" in obs:
+            hi = guess - 1
+    raise AssertionError("the episode did not end")
+
+
+def test_tool_rewards_are_paid_only_when_the_episode_is_solved() -> None:
+    """Calling the tool is not paid by itself: a policy that never solves earns nothing from it."""
+    solved = ToolEnvWrapper(
+        _game(max_turns=20), [CalcTool()], tool_reward=0.05, tool_success_reward=0.25
+    )
+    solved.reset(seed=0)
+    for _ in range(3):
+        _, reward, terminated, truncated, _ = solved.step("<calc>1+1</calc>")
+        assert reward == 0.0 and not terminated and not truncated
+    total, info = _guess_to_the_end(solved, solve=True)
+    assert info["tool_reward"] == pytest.approx(0.9)  # three calls, paid on the last step
+    assert total == pytest.approx(1.0 + 0.9)
+
+    failed = ToolEnvWrapper(
+        _game(max_turns=20), [CalcTool()], tool_reward=0.05, tool_success_reward=0.25
+    )
+    failed.reset(seed=0)
+    for _ in range(3):
+        failed.step("<calc>1+1</calc>")
+    total, info = _guess_to_the_end(failed, solve=False)
+    assert info["tool_reward"] == 0.0 and total <= 0.0
+
+    # tool calls until the turn limit: truncated, nothing paid
+    only_tools = ToolEnvWrapper(
+        _game(), [CalcTool()], tool_reward=0.05, tool_success_reward=0.25, max_turns=4
+    )
+    only_tools.reset(seed=0)
+    rewards = []
+    for _ in range(4):
+        _, reward, terminated, truncated, info = only_tools.step("<calc>1+1</calc>")
+        rewards.append(reward)
+    assert truncated and not terminated and sum(rewards) == 0.0 and info["tool_reward"] == 0.0
+
+    # a penalty is paid at once; GEM's rule pays every call as it happens
+    penalised = ToolEnvWrapper(_game(), [CalcTool()], tool_error_reward=-0.5)
+    penalised.reset(seed=0)
+    assert penalised.step("<calc>two+3</calc>")[1] == pytest.approx(-0.5)
+    gem = ToolEnvWrapper(_game(), [CalcTool()], tool_reward=0.05, pay_tools="per_call")
+    gem.reset(seed=0)
+    assert gem.step("<calc>1+1</calc>")[1] == pytest.approx(0.05)
+    with pytest.raises(ConfigError, match="pay_tools"):
+        ToolEnvWrapper(_game(), [CalcTool()], pay_tools="later")  # type: ignore[arg-type]

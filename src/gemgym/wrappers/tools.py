@@ -10,6 +10,16 @@ that no more tools can be used, after which tool calls go to the inner env like 
 ``tool_type`` (the tool's name), ``tool_use_counter``, ``tool_success_counter`` and, at reset,
 the previous episode's counters as ``prev_ep_tool_use_counter``/``prev_ep_tool_success_counter``.
 
+**Tool rewards are paid for solving, not for calling** (``pay_tools="on_success"``, the
+default): the tool steps' rewards are held back and added to the reward of the episode's last
+step when the episode ends in success (:func:`gemgym.episodes.outcomes.is_success`), and dropped
+otherwise; ``info["tool_reward"]`` on that step says what was paid. GEM pays them on each tool
+step whatever the episode's outcome (``pay_tools="per_call"``): a policy that calls the tool five
+times and never answers then earns more than one that solves the task (``gemgym audit`` flags
+it), so use that only to reproduce GEM's numbers. Negative rewards (``tool_error_reward < 0``,
+a penalty) are paid at once in both modes. GEM's own wrapper in :mod:`gemgym.compat.gem` keeps
+GEM's rule.
+
 A step before ``reset``, or after the episode ended (terminated, truncated or the turn limit),
 raises :class:`~gemgym.errors.ResetNeeded` and runs no tool, wherever the wrapper sits in the
 stack. :meth:`~ToolEnvWrapper.astep` runs the tools' :meth:`~gemgym.tools.base.Tool.aexecute`
@@ -31,14 +41,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from gemgym.core import Env, Message, MultimodalObservation, StepResult, Wrapper
+from gemgym.episodes.outcomes import is_success
 from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.tools.base import DEFAULT_MAX_OUTPUT_CHARS, Tool, ToolCall, ToolResult
 from gemgym.turns import TurnCounter, check_turn_limit
 
-__all__ = ["MAX_TOOL_USES_MESSAGE", "ToolEnvWrapper", "python_tool_wrapper"]
+__all__ = ["MAX_TOOL_USES_MESSAGE", "PayTools", "ToolEnvWrapper", "python_tool_wrapper"]
+
+PayTools = Literal["on_success", "per_call"]
+"""When tool rewards are paid (see the module docstring)."""
 
 MAX_TOOL_USES_MESSAGE = (
     "\nReached the maximum number of tool uses. Give your final answer now, without calling a tool."
@@ -72,6 +86,8 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         tool_error_reward: added when the call fails (error, timeout).
         max_turns: limit on all turns of an episode (see the module docstring).
         count_tool_turns: whether tool calls count toward ``max_turns``.
+        pay_tools: ``"on_success"`` (tool rewards held back and paid at the end of a
+            successful episode) or ``"per_call"`` (GEM's rule: paid on each tool step).
     """
 
     def __init__(
@@ -84,8 +100,11 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         tool_error_reward: float = 0.0,
         max_turns: int | None = None,
         count_tool_turns: bool = True,
+        pay_tools: PayTools = "on_success",
     ) -> None:
         super().__init__(env)
+        if pay_tools not in ("on_success", "per_call"):
+            raise ConfigError(f"pay_tools must be 'on_success' or 'per_call', got {pay_tools!r}")
         tools = list(tools)
         if not tools or not all(isinstance(t, Tool) for t in tools):
             raise ConfigError("tools must be a non-empty sequence of gemgym.tools.Tool instances")
@@ -103,6 +122,8 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         self.tool_error_reward = float(tool_error_reward)
         self.max_turns = check_turn_limit(max_turns)
         self.count_tool_turns = count_tool_turns
+        self.pay_tools: PayTools = pay_tools
+        self._held = 0.0  # tool rewards held back until the episode ends (on_success)
         self.tool_use_counter = 0
         self.tool_success_counter = 0
         self.turns = TurnCounter()
@@ -181,6 +202,7 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         info["prev_ep_tool_success_counter"] = self.tool_success_counter
         self.tool_use_counter = 0
         self.tool_success_counter = 0
+        self._held = 0.0
         self.turns.limit = self.turn_limit()
         self.turns.restart()
         self._needs_reset = False
@@ -214,6 +236,18 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         self.turns.tick()
         return self._limit(obs, reward, terminated, truncated, info)
 
+    def _settle(self, result: StepResult[Any]) -> StepResult[Any]:
+        """Pay (or drop) the held tool rewards on the step that ends the episode."""
+        obs, reward, terminated, truncated, info = result
+        if self.pay_tools != "on_success" or not (terminated or truncated):
+            return result
+        held, self._held = self._held, 0.0
+        paid = held if held and is_success(info, terminated, reward) else 0.0
+        if held:
+            info = dict(info)
+            info["tool_reward"] = paid
+        return obs, reward + paid, terminated, truncated, info
+
     def _tool_step(self, tool: Tool, call: ToolCall, result: ToolResult) -> StepResult[Any]:
         self.tool_use_counter += 1
         if result.ok:
@@ -221,6 +255,9 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
         reward = self.tool_reward + (
             self.tool_success_reward if result.ok else self.tool_error_reward
         )
+        if self.pay_tools == "on_success" and reward > 0:
+            self._held += reward
+            reward = 0.0
         obs = result.observation
         if self.tool_use_counter >= self.max_tool_uses:
             obs += MAX_TOOL_USES_MESSAGE
@@ -239,7 +276,7 @@ class ToolEnvWrapper(Wrapper[Any, str, Any, str]):
     def _limit(
         self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
     ) -> StepResult[Any]:
-        result = self.turns.cut((obs, reward, terminated, truncated, info))
+        result = self._settle(self.turns.cut((obs, reward, terminated, truncated, info)))
         if result[2] or result[3]:
             self._needs_reset = True
         return result
@@ -270,6 +307,7 @@ def python_tool_wrapper(
     max_turns: int | None = None,
     count_tool_turns: bool = True,
     max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+    pay_tools: PayTools = "on_success",
 ) -> Callable[[Env[Any, str]], ToolEnvWrapper]:
     """A wrapper factory giving an env the Python tool (GEM's ``python_tool`` preset defaults).
 
@@ -279,7 +317,8 @@ def python_tool_wrapper(
 
     GEM's ``python_tool_no_int_reward`` is ``tool_reward=0, tool_success_reward=0``, and its
     ``..._last_line_error`` adds ``keep_error_last_line=True``. ``max_output_chars`` cuts the
-    tool's output (``None``: no cut).
+    tool's output (``None``: no cut). The tool rewards are paid only at the end of a successful
+    episode unless ``pay_tools="per_call"`` (GEM's rule; see the module docstring).
     """
 
     def wrap(env: Env[Any, str]) -> ToolEnvWrapper:
@@ -301,6 +340,7 @@ def python_tool_wrapper(
             tool_error_reward=tool_error_reward,
             max_turns=max_turns,
             count_tool_turns=count_tool_turns,
+            pay_tools=pay_tools,
         )
 
     return wrap
