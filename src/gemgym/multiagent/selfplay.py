@@ -21,6 +21,8 @@ opponent follow the game's rules (penalty, retry, forfeit), never an exception.
 
 from __future__ import annotations
 
+import itertools
+import pickle
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -38,25 +40,125 @@ Policy = str | Callable[[str], str]
 """``"random"``, ``"expert"`` or a callable ``observation -> action``."""
 
 
-class _AgentPolicy:
-    """An :class:`~gemgym.agents.Agent` as a policy ``observation -> action``."""
+class _AgentBox:
+    """One agent shared by the policies made from one :func:`agent_policy` call, pickled as a
+    spec (a factory and its arguments), not as the agent: a worker builds its own on first use."""
 
-    def __init__(self, agent: Agent, slot: int) -> None:
-        self.agent = agent
+    def __init__(
+        self, agent: Agent | None, factory: Callable[..., Agent] | None, kwargs: Mapping[str, Any]
+    ) -> None:
+        self._agent = agent
+        self.factory = factory
+        self.kwargs = dict(kwargs)
+
+    @property
+    def built(self) -> bool:
+        return self._agent is not None
+
+    @property
+    def agent(self) -> Agent:
+        """The agent (built from the spec on first use in this process)."""
+        if self._agent is None:
+            assert self.factory is not None
+            self._agent = self.factory(**self.kwargs)
+        return self._agent
+
+    def __getstate__(self) -> dict[str, Any]:
+        factory, kwargs = self.factory, self.kwargs
+        if factory is None:  # made from an instance: send it if it pickles, else its spec
+            factory, kwargs = _spec_of(self._agent)
+            if factory is None:
+                return {"_agent": self._agent, "factory": None, "kwargs": {}}
+        return {"_agent": None, "factory": factory, "kwargs": kwargs}
+
+
+_SLOTS = itertools.count(1 << 20)
+"""Slots of the per-env copies of an agent policy (each env has its own conversation)."""
+
+
+class _AgentPolicy:
+    """An :class:`~gemgym.agents.Agent` as a policy ``observation -> action`` (see
+    :func:`agent_policy`)."""
+
+    def __init__(self, box: _AgentBox, slot: int) -> None:
+        self.box = box
         self.slot = slot
+
+    @property
+    def agent(self) -> Agent:
+        return self.box.agent
+
+    def for_env(self) -> _AgentPolicy:
+        """A copy for one env: the same agent, a slot (conversation) of its own."""
+        return _AgentPolicy(self.box, next(_SLOTS))
+
+    def new_episode(self) -> None:
+        """A new episode starts: a chat agent forgets the old conversation."""
+        if self.box.built:
+            self.box.agent.start_episodes([self.slot])
 
     def __call__(self, observation: str) -> str:
         actions = self.agent.act([observation], slots=[self.slot], venv=None)  # type: ignore[arg-type]
-        return str(actions[0])
+        # a non-str reply (None: a reasoning-only answer) is the game's invalid move, as any
+        # non-str action is; it is not turned into the text "None"
+        return cast("str", actions[0])
 
 
-def agent_policy(agent: Agent, slot: int = 0) -> Callable[[str], str]:
+def _spec_of(agent: Any) -> tuple[Callable[..., Agent] | None, dict[str, Any]]:
+    """``(factory, kwargs)`` that build a copy of ``agent`` in another process, or
+    ``(None, {})`` when the agent pickles as it is.
+
+    An agent may say how it is built with a ``spec()`` method returning ``(factory, kwargs)``;
+    :class:`~gemgym.agents.OpenAIAgent` (whose HTTP client holds locks) is rebuilt from its
+    settings. Anything else must pickle, or be given to :func:`agent_policy` as a factory.
+    """
+    spec = getattr(agent, "spec", None)
+    if callable(spec):
+        factory, kwargs = spec()
+        return factory, dict(kwargs)
+    from gemgym.agents.openai import OpenAIAgent
+
+    if type(agent) is OpenAIAgent:
+        keys = ("model", "base_url", "system_prompt", "temperature", "max_tokens", "timeout")
+        kwargs = {k: getattr(agent, k) for k in keys}
+        kwargs["max_retries"] = agent.max_retries
+        kwargs["keep_history"] = agent.keep_history
+        for k in ("api_key_env", "max_concurrency"):  # kept by newer OpenAIAgents
+            if hasattr(agent, k):
+                kwargs[k] = getattr(agent, k)
+        return OpenAIAgent, kwargs
+    try:
+        pickle.dumps(agent)
+    except Exception as e:
+        raise ConfigError(
+            f"the opponent agent {type(agent).__name__} cannot be sent to a worker process "
+            f"({type(e).__name__}: {e}); pass its class and arguments instead: "
+            f"agent_policy({type(agent).__name__}, ...keyword arguments...)"
+        ) from e
+    return None, {}
+
+
+def agent_policy(
+    agent: Agent | Callable[..., Agent], slot: int = 0, /, **agent_kwargs: Any
+) -> Callable[[str], str]:
     """Use a gemgym agent (e.g. :class:`~gemgym.agents.OpenAIAgent`) as an opponent policy.
 
-    The agent sees one observation at a time under slot ``slot``; agents that read the env through
-    the vector env (``RandomAgent``, ``OracleAgent``) do not fit: use ``"random"``/``"expert"``.
+    ``agent`` is an agent, or a class or factory called with ``agent_kwargs`` where the env plays
+    (``agent_policy(OpenAIAgent, model="m", base_url=url)``). Either way the policy pickles as a
+    spec, not as the agent's HTTP client: a vector backend's worker builds its own agent on first
+    use, so an LLM opponent rolls out in every backend. The agent sees one observation at a time
+    (under slot ``slot`` when called directly; each env that plays it uses a slot of its own) and
+    starts a new conversation each episode. Agents that read the env
+    through the vector env (``RandomAgent``, ``OracleAgent``) do not fit: use
+    ``"random"``/``"expert"``.
     """
-    return _AgentPolicy(agent, slot)
+    if isinstance(agent, type) or not hasattr(agent, "act"):
+        if not callable(agent):
+            raise ConfigError(f"agent_policy needs an agent or an agent factory, got {agent!r}")
+        return _AgentPolicy(_AgentBox(None, agent, agent_kwargs), slot)
+    if agent_kwargs:
+        raise ConfigError("keyword arguments of agent_policy go with an agent class or factory")
+    return _AgentPolicy(_AgentBox(cast("Agent", agent), None, {}), slot)
 
 
 class SelfPlayEnv(Env[str, str]):
@@ -104,7 +206,7 @@ class SelfPlayEnv(Env[str, str]):
                 raise ConfigError(
                     f"opponent policy {p!r} must be 'random', 'expert' or a callable obs -> action"
                 )
-            policies[seat] = p
+            policies[seat] = p.for_env() if isinstance(p, _AgentPolicy) else p
         if isinstance(opponent, Mapping):
             unknown = set(opponent) - set(seats)
             if unknown:
@@ -146,6 +248,9 @@ class SelfPlayEnv(Env[str, str]):
         super().reset(seed=seed)
         if self.learner_choice == "random":
             self.learner = self.rng.choice(self.game.possible_agents)
+        for policy in self.policies.values():
+            if isinstance(policy, _AgentPolicy):
+                policy.new_episode()
         self.match.reset(self.rng)
         self._opponent_rng = random.Random(self.rng.getrandbits(64))
         self._started = True
