@@ -231,8 +231,9 @@ _NET_SOCKETS = ("sockstat", "sockstat6", "unix")
 TCP and UDP tables themselves (``/proc/net/tcp``) are not read: listing them walks the host's
 whole connection hash table (milliseconds), and no TCP state outlives a run without packets
 that the counters above saw."""
-_HOST_WIDE = frozenset({"alloc", "mem", "memory"})
-"""Fields of ``sockstat`` that count the whole host, not the namespace."""
+_HOST_WIDE = frozenset({"alloc", "mem", "memory", "orphan", "tw"})
+"""Fields of ``sockstat`` that count the whole host on some kernels, not the namespace (a
+``TIME_WAIT`` socket of the namespace needs packets, which ``dev`` and ``snmp`` count)."""
 
 
 def _read(path: str) -> str:
