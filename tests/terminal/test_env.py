@@ -310,3 +310,42 @@ def test_sandboxes_started_ahead_are_used_and_closed(task_dir: Path) -> None:
     with TerminalEnv(path=str(task_dir), prestart=False) as plain:
         plain.reset(seed=0)
         assert plain.step("done")[1] == 0.0
+
+
+@needs_bwrap
+def test_a_task_without_a_reference_solution_plays_and_grades(tmp_path: Path) -> None:
+    """Benchmarks that keep their solutions hidden: only the expert needs solve.sh."""
+    task = _write_task(tmp_path / "tasks", "hidden-solution")
+    (task / "solution" / "solve.sh").unlink()
+    assert not load_task(task).has_solution
+    env = TerminalEnv(path=str(task), prestart=False)
+    try:
+        env.reset(seed=0)
+        obs, reward, terminated, _, _ = env.step("```bash\necho 'print(42)' > /app/prog.py\n```")
+        assert not terminated and reward == 0.0
+        env.step("```bash\necho 42 > /app/answer.txt\n```")
+        _, reward, terminated, _, info = env.step("done")
+        assert terminated and reward == 1.0 and info["tests_passed"] == 2
+        env.reset(seed=0)
+        with pytest.raises(NotImplementedError, match=r"no reference solution.*--agent oracle"):
+            env.expert_action()
+    finally:
+        env.close()
+
+
+@needs_bwrap
+def test_non_text_and_unencodable_actions_are_the_models_format_errors(task_dir: Path) -> None:
+    env = TerminalEnv(path=str(task_dir), prestart=False)
+    try:
+        env.reset(seed=0)
+        for bad in (None, 123, b"ls", ["ls"], {"cmd": "ls"}):
+            obs, reward, terminated, truncated, info = env.step(bad)  # type: ignore[arg-type]
+            assert (reward, terminated, truncated) == (0.0, False, False)
+            assert info["format_error"] is True
+            assert info["non_text_action"] == type(bad).__name__
+            assert type(bad).__name__ in obs
+        # a lone surrogate cannot be sent as UTF-8: the command runs with it replaced
+        obs, reward, terminated, _, info = env.step("```bash\necho 'a\ud800b'\n```")
+        assert not terminated and "a?b" in obs
+    finally:
+        env.close()

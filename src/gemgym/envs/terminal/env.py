@@ -17,9 +17,11 @@ action        one command per step: the last fenced ```` ```bash ```` (or ``sh``
 reward        at the end (``done``, the turn limit or the episode's time budget): 1.0 if every
               hidden test passes, else 0.0; ``info["tests_passed"]``, ``["tests_total"]``,
               ``["fraction_passed"]``, ``["test_failures"]`` (test -> exception type). Other steps:
-              0.0. An empty action
-              is a format error (0.0, the episode goes on)
-expert        replays the task's reference solution (``solution/solve.sh``), then ``done``
+              0.0. An empty action, or one that is not a ``str`` (gemgym's one rule:
+              ``info["non_text_action"]`` names its type), is a format error (0.0, the
+              episode goes on)
+expert        replays the task's reference solution (``solution/solve.sh``), then ``done``;
+              a task without one plays and grades as any other, only the expert cannot play it
 kwargs        ``task``, ``path``, ``max_turns`` (30), ``command_timeout`` (30 s),
               ``episode_timeout`` (600 s of command time), ``max_output_chars`` (4000),
               ``limits`` (a :class:`gemgym.sandbox.Limits`), ``workspace_size`` (128 MiB),
@@ -52,7 +54,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gemgym.core import Env
+from gemgym.core import Env, non_text_info
 from gemgym.envs.terminal.loader import (
     SHIPPED_TASKS,
     TerminalTask,
@@ -79,6 +81,16 @@ _FORMAT = (
     "status. To type keystrokes into a running program instead, write <keys>...</keys> "
     "(\\n is Enter, ^C is Ctrl-C). When the task is complete, reply with just: done"
 )
+
+
+def _encodable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (lone surrogates) replaced by ``?``: a model's
+    reply is sent to the shell as UTF-8, and a bad code point is the model's, not a crash."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def parse_action(action: object) -> tuple[str, str]:
@@ -192,6 +204,7 @@ class TerminalEnv(Env[str, str]):
         self._done = True
         self._episode: tuple[int | None, dict[str, Any] | None, list[str]] | None = None
         self._solution_sent = False
+        self._expert_script: str | None = None
         self._spares: dict[str, Future[Any]] = {}
         self._spares_lock = threading.Lock()  # warmup (another thread) against close
 
@@ -298,6 +311,7 @@ class TerminalEnv(Env[str, str]):
         self._busy = False
         self._done = False
         self._solution_sent = False
+        self._expert_script = self._solution_action() if task.has_solution else None
         obs = f"{task.instruction}\n\n{_FORMAT}"
         return obs, {"task": task.name}
 
@@ -326,13 +340,21 @@ class TerminalEnv(Env[str, str]):
             raise ResetNeeded("the episode is over (or never started); call reset() first")
         if self._episode is not None:
             self._episode[2].append(action)
-        if isinstance(action, str) and self.current is not None:
-            self._solution_sent |= action == self._solution_action()
+        if isinstance(action, str):
+            action = _encodable(action)
+            self._solution_sent |= action == self._expert_script
         kind, payload = parse_action(action)
         self._turns.tick()
         if kind == "done":
             return self._grade("done")
         info: dict[str, Any] = {"action_type": kind}
+        if not isinstance(action, str):
+            info.update(non_text_info(action))
+            obs = (
+                f"Not text ({type(action).__name__}): reply with one shell command in a "
+                "```bash block, or: done"
+            )
+            return self._after(obs, info)
         if kind == "empty":
             info["format_error"] = True
             obs = "Empty action: reply with one shell command in a ```bash block, or: done"
@@ -426,7 +448,9 @@ class TerminalEnv(Env[str, str]):
             raise ConfigError("call reset() before expert_action()")
         if self._busy:
             return "<keys>^C</keys>"
-        return "done" if self._solution_sent else self._solution_action()
+        if self._solution_sent:
+            return "done"
+        return self._solution_action()  # NotImplementedError: the task has no solve.sh
 
     def wrong_action(self) -> str:
         """The task's wrong solution as an action (``solution/wrong.sh``), for tests."""

@@ -86,11 +86,27 @@ class TerminalTask:
         return self._script("environment/setup.sh", "setup.sh")
 
     @property
+    def has_solution(self) -> bool:
+        """Whether the task ships a reference solution (``solution/solve.sh``).
+
+        Only the expert (``--agent oracle``) needs one: benchmarks that keep their reference
+        solutions hidden load, play and grade without it.
+        """
+        return self._script("solution/solve.sh", "solution.sh") is not None
+
+    @property
     def solution(self) -> str:
-        """The reference solution (a bash script)."""
+        """The reference solution (a bash script).
+
+        Raises:
+            NotImplementedError: the task has none (the expert cannot play it).
+        """
         found = self._script("solution/solve.sh", "solution.sh")
         if found is None:
-            raise ConfigError(f"task {self.name!r} has no solution/solve.sh")
+            raise NotImplementedError(
+                f"task {self.name!r} has no reference solution (solution/solve.sh), so the "
+                "expert (--agent oracle) cannot play it; any other agent can"
+            )
         return found
 
     @property
