@@ -311,7 +311,10 @@ def list_envs(pattern: str | None = None) -> list[str]:
 
 
 def print_envs(pattern: str | None = None) -> None:
-    """Print a table of registered envs (id, entry point, description)."""
+    """Print a table of registered envs (id, description, requirement); piped, lines are as long
+    as the table (no cut at 80 columns) unless ``COLUMNS`` sets a width."""
+    import os
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -322,4 +325,7 @@ def print_envs(pattern: str | None = None) -> None:
         # Text cells are shown verbatim: as str, "gemgym[code]" would lose "[code]" as markup.
         requires = f"gemgym[{s.extra}]" if s.extra else ""
         table.add_row(Text(env_id), Text(s.description), Text(requires))
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=100_000)  # piped: whole ids and descriptions, never cut at 80
+    console.print(table)

@@ -265,6 +265,24 @@ def _read_file(path: Path, split: str) -> list[Item]:
     return [dict(r) for r in loaded]
 
 
+def _fallback_message(spec: DatasetSpec, error: BaseException) -> str:
+    """The one-line warning of an env that uses its shipped sample instead of its Hub dataset:
+    why (briefly), and how to get the full data."""
+    cause = error.__cause__
+    if isinstance(error, ImportError):
+        why = "no datasets library"
+    elif cause is None:  # offline, not cached
+        why = "offline, not cached"
+    else:
+        from gemgym.core import excerpt
+
+        why = excerpt(f"{type(cause).__name__}: {cause}".splitlines()[0], 120)
+    return (
+        f"{spec.name}: using gemgym's small sample, not {spec.hub_id} ({why}). Full data: load "
+        "it once online (then cached) or pass dataset='file.jsonl'; dataset='sample' silences this."
+    )
+
+
 def _how_to_provide(spec: DatasetSpec, env_id: str | None = None) -> str:
     fields_ = ", ".join(spec.columns) or "question, answer"
     where = f"gemgym.make({env_id!r}, dataset=...)" if env_id else "the env's dataset= parameter"
@@ -411,14 +429,9 @@ def load_items(
             except (DatasetError, ImportError) as e:
                 if source is not None or spec.sample is None:
                     raise DatasetError(str(e)) from e
-                if spec.name not in _WARNED:
+                if spec.name not in _WARNED:  # once per process and dataset, one short line
                     _WARNED.add(spec.name)
-                    warnings.warn(
-                        f"{e} Using the small sample shipped with gemgym instead "
-                        f"({spec.sample}); pass dataset='sample' to choose it explicitly.",
-                        DatasetWarning,
-                        stacklevel=3,
-                    )
+                    warnings.warn(_fallback_message(spec, e), DatasetWarning, stacklevel=3)
                 source = "sample"
     if isinstance(source, str):
         if source == "sample":
