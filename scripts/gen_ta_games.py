@@ -182,7 +182,10 @@ def render_doc(
             "`gemgym.multiagent` games (PettingZoo AEC/Parallel forms, and `gemgym.make(id)` as "
             "the single-agent view against random opponents). Install with "
             '`pip install "gemgym[ta]"`; the ids are listed without importing TextArena. The '
-            "env card (observations, rewards, seeding) is `gemgym info ta:Wordle-v0`.",
+            "env card (observations, rewards, seeding) is `gemgym info ta:Mastermind-v0`. "
+            "TextArena's Wordle and Chess are among the skipped ids (Wordle needs NLTK's word "
+            "list, which nltk downloads on first use; Chess's module needs Python 3.12): "
+            "gemgym's own `game:Wordle-v0-*` plays Wordle offline.",
             "",
             "Each id below was checked offline by `scripts/gen_ta_games.py` (the command that "
             "regenerates this table and the id list): `gemgym.testing.check_env` (one-player "

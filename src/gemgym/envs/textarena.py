@@ -3,14 +3,16 @@ r"""TextArena games: ``ta:<Game>`` for every game of the TextArena library (``te
 ============  =================================================================================
 ids           ``ta:<TextArena id>`` for each TextArena id that runs offline here (listed without
               importing TextArena, from the generated :data:`TA_GAMES`), e.g.
-              ``ta:Wordle-v0``, ``ta:TicTacToe-v0``, ``ta:KuhnPoker-v0``, ``ta:2048-v0-easy``.
+              ``ta:Mastermind-v0``, ``ta:TicTacToe-v0``, ``ta:KuhnPoker-v0``, ``ta:2048-v0-easy``.
               TextArena's ``-raw`` and ``-train`` copies of each id (the same game under other
               TextArena wrappers) are not listed. The ids that do not run offline, with the
-              reason, are in docs/textarena.md (:data:`TA_SKIPPED`)
+              reason, are in docs/textarena.md (:data:`TA_SKIPPED`; among them Wordle, which
+              needs NLTK's downloaded word list, and Chess, whose module needs Python 3.12;
+              ``gemgym list ta:Wordle-v0`` says why)
 players       one-player games are gemgym envs (:class:`TextArenaEnv`); games of two or more
               players are :mod:`gemgym.multiagent` games (:class:`TextArenaGame`):
-              ``gemgym.multiagent.make("ta:Chess-v0")`` is the PettingZoo AEC env, and
-              ``gemgym.make("ta:Chess-v0")`` the single-agent view (the learner as Player 0,
+              ``gemgym.multiagent.make("ta:ConnectFour-v0")`` is the PettingZoo AEC env, and
+              ``gemgym.make("ta:ConnectFour-v0")`` the single-agent view (the learner as Player 0,
               the other seats played by a random policy, ``opponent=`` to choose; see
               :class:`~gemgym.multiagent.SelfPlayEnv`). ``game_kwargs={"num_players": n}``
               picks another player count where the game allows it
@@ -251,7 +253,7 @@ class TextArenaEnv(SelfPlayEnv):
     """A one-player TextArena game as a gemgym env (module docstring).
 
     Args:
-        env_id: the TextArena id (``"Wordle-v0"``).
+        env_id: the TextArena id (``"Mastermind-v0"``).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "category": "textarena"}
