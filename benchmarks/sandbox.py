@@ -22,6 +22,7 @@ Measured:
     .venv/bin/python benchmarks/sandbox.py           # full run (a few minutes)
     .venv/bin/python benchmarks/sandbox.py --quick   # fewer repetitions
     .venv/bin/python benchmarks/sandbox.py --soak 0  # skip the soak
+    .venv/bin/python benchmarks/sandbox.py --python /usr/bin/python3  # that interpreter inside
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ SOAK_THREADS = 16
 SOAK_RUNS_PER_SHORT_THREAD = 4
 SOAK_ROUNDS = 4  # long-lived and short-lived phases alternate this many times
 SHOW_FAILURES = 5
+PYTHON: list[str | None] = [None]
+"""The interpreter the sandboxes run (``--python``; default: this one)."""
 
 
 def gem_baseline(code: str, stdin: str = "") -> bool:
@@ -126,7 +129,7 @@ def throughput(fn: Callable[[], object], threads: int, runs: int) -> tuple[float
 def bench_tool(code: str, n: int, runs: int, base_ms: float) -> None:
     """``code`` through one PythonTool on one ``make_sandbox()``: latency and throughput."""
     action = f"<python>{code}</python>"
-    sandbox = make_sandbox(limits=Limits(timeout=10))
+    sandbox = make_sandbox(limits=Limits(timeout=10), python=PYTHON[0])
     try:
         warm_up(sandbox)
         tool = PythonTool(sandbox=sandbox)
@@ -192,7 +195,7 @@ def soak(total: int) -> int:
                 failures.append(f"run {index} ({phase}): {detail}")
 
     # Workers start on first use, from the client threads (no warm-up from the main thread).
-    sandbox = make_sandbox()
+    sandbox = make_sandbox(python=PYTHON[0])
     name = getattr(sandbox, "name", type(sandbox).__name__)
     workers = getattr(sandbox, "parallelism", "?")
     print(
@@ -271,7 +274,14 @@ def main() -> int:
         metavar="N",
         help="runs in the reliability soak (default 10000; 1000 with --quick; 0 skips it)",
     )
+    parser.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="the interpreter inside the sandboxes (default: this one, with its venv)",
+    )
     args = parser.parse_args()
+    PYTHON[0] = args.python
     n = 15 if args.quick else 50
     limits = Limits(timeout=10)
     code = "print(1+1)"
@@ -279,9 +289,9 @@ def main() -> int:
     print(f"== print(1+1) median latency ({n} runs) ==")
     base = median_ms(lambda: gem_baseline(code), n)
     print(f"GEM baseline (subprocess python -c, unsandboxed): {base:7.2f} ms")
-    pool = PoolSandbox(limits, size=2)
+    pool = PoolSandbox(limits, size=2, python=args.python)
     pool.warm_up()
-    bwrap = BwrapSandbox(limits)
+    bwrap = BwrapSandbox(limits, python=args.python)
     rows = {"pool (warm bwrap fork-servers)": pool, "bwrap (one-shot)": bwrap}
     for name, sb in rows.items():
         ms = median_ms(lambda sb=sb: sb.run(code), n)  # type: ignore[misc]
