@@ -20,6 +20,7 @@ against upstream GEM (which raised plain ``ValueError`` and ``ImportError``) kee
     ├── ToolError                     a tool could not be set up (bad server, bad config)
     ├── GradingError                  an env's grader could not grade (not the model's fault)
     ├── VectorEnvError                a vector env was misused or lost a worker beyond recovery
+    ├── EnvLostError (ConnectionError)  an env's host (a served env's endpoint, a Ray node) was lost
     ├── AgentError                    an agent could not produce actions for a turn
     │   └── ModelUnavailableError     the model cannot be reached at all; the run stops
     └── BackendError                  an inference backend failed a request (server down, HTTP error,
@@ -41,6 +42,7 @@ __all__ = [
     "DatasetError",
     "DependencyNotInstalled",
     "DuplicateEnvError",
+    "EnvLostError",
     "EnvNotFoundError",
     "GemGymError",
     "GradingError",
@@ -121,6 +123,12 @@ class GradingError(GemGymError):
 
 class VectorEnvError(GemGymError):
     """A vector env was misused (wrong number of actions, bad index) or broke beyond recovery."""
+
+
+class EnvLostError(GemGymError, ConnectionError):
+    """The host of an env went away mid-episode (a ``gemgym serve`` endpoint stopped answering,
+    every endpoint of a pool is down, a Ray node died and its episode could not be re-run): the
+    episode fails with stage ``"env"``; the next episode plays on a host that is up."""
 
 
 class AgentError(GemGymError):

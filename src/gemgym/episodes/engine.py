@@ -50,6 +50,7 @@ from gemgym.errors import (
     ConfigError,
     DatasetError,
     DependencyNotInstalled,
+    EnvLostError,
     GradingError,
     ModelUnavailableError,
     RegistryError,
@@ -155,12 +156,19 @@ class Recorder(Protocol):
 
 def error_stage(exc: BaseException, default: Stage) -> Stage:
     """The stage an exception raised in ``default`` belongs to: a tool's failure is
-    ``"tool"``, a grader's ``"grade"``."""
+    ``"tool"``, a grader's ``"grade"``, a lost env host's (:class:`EnvLostError`) ``"env"``."""
+    if isinstance(exc, EnvLostError):
+        return "env"
     if isinstance(exc, ToolError):
         return "tool"
     if isinstance(exc, GradingError):
         return "grade"
     return default
+
+
+def _reset_stage(exc: BaseException) -> Stage:
+    """``"env"`` for a lost env host, else ``"reset"``."""
+    return "env" if isinstance(exc, EnvLostError) else "reset"
 
 
 _CANNOT_MAKE = (
@@ -414,7 +422,7 @@ class Engine:
         except _CANNOT_MAKE:  # the env cannot be made as asked: no episode can play
             raise
         except Exception as e:
-            return self._fail(ep, "reset", e, t_start)
+            return self._fail(ep, _reset_stage(e), e, t_start)
         ep.env_id = slot.env_id
         healthy = True
         try:
@@ -423,7 +431,7 @@ class Engine:
                 obs, info = await slot.reset(spec.seed, spec.options)
             except Exception as e:
                 healthy = False
-                return self._fail(ep, "reset", e, t_start)
+                return self._fail(ep, _reset_stage(e), e, t_start)
             finally:
                 st.env_s += time.perf_counter() - t
             ep.initial_observation, ep.reset_info = obs, info

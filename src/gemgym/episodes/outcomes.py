@@ -53,9 +53,10 @@ TruncationCause = Literal["env", "max_turns", "context", "prompt"]
 cap, the context window (the next turn had no room), or ``"prompt"``: the first prompt alone does
 not fit the context, so nothing was sampled."""
 
-Stage = Literal["reset", "model", "step", "tool", "grade"]
+Stage = Literal["reset", "model", "step", "tool", "grade", "env"]
 """Where a failed episode failed: the env's reset, the model call, the env's step, a tool call,
-or the grader."""
+the grader, or ``"env"``: the env's host was lost (:class:`~gemgym.errors.EnvLostError`: a
+served env's endpoint went down mid-episode, every endpoint of a pool is down)."""
 
 SEED_BITS = 31
 """Derived seeds are below ``2**31``, which every inference server and generator accepts."""
