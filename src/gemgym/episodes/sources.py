@@ -129,6 +129,16 @@ class EnvSource:
             f"an env source is an env id, an Env, a VectorEnv or a factory, got {type(env).__name__}"
         )
 
+    @staticmethod
+    def ray(env: str | Callable[[], Env[Any, Any]], **options: Any) -> EnvSource:
+        """A source whose envs live in Ray actors, on any node of a cluster, placed by Ray's
+        resources; episodes on a lost node are re-run elsewhere with the same seeds (see
+        :class:`gemgym.vector.ray.RayEnvSource` for ``options``, and ``docs/cluster.md``).
+        Needs ``pip install "gemgym[ray]"``."""
+        from gemgym.vector.ray import RayEnvSource
+
+        return RayEnvSource(env, **options)
+
 
 class _FactorySource(EnvSource):
     def __init__(self, factory: Callable[[], Env[Any, Any]], env_id: str) -> None:

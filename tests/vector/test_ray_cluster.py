@@ -1,0 +1,155 @@
+"""The episode engine on a real local multi-node Ray cluster (a head and two worker nodes,
+started once for this module): envs placed by Ray resources, a node killed mid-run, every
+episode recorded once with the results of a one-machine run of the same seeds."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gemgym.episodes import Action, ActRequest, Engine, EnvSource, Episode, EpisodeSpec
+
+ray = pytest.importorskip("ray")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+pytestmark = pytest.mark.slow  # three Ray nodes start in about 15 s on 2 busy cores
+
+GUESS = "game:GuessTheNumber-v0-easy"
+
+
+class Guess:
+    """A scripted policy: a guess drawn from the turn's sampling seed (the same on any node)."""
+
+    async def act(self, request: ActRequest) -> Action:
+        return Action(f"\\boxed{{{random.Random(request.seed).randint(1, 10)}}}")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Any, list[Any]]]:
+    c = cluster_utils.Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": False,
+            # a dead node is noticed within a second or two
+            "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 2},
+        },
+    )
+    # only the worker nodes declare the resource the envs ask for: none is placed on the head
+    workers = [c.add_node(num_cpus=1, resources={"sandbox": 8}) for _ in range(2)]
+    ray.init(address=c.address, log_to_driver=False)
+    c.wait_for_nodes()
+    try:
+        yield c, workers
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def _records(episodes: list[Episode]) -> dict[int, dict[str, Any]]:
+    return {e.index: e.to_dict() for e in episodes}
+
+
+def _one_machine(specs: list[EpisodeSpec]) -> dict[int, dict[str, Any]]:
+    engine = Engine(Guess(), GUESS, concurrency=8, seed=11)
+    try:
+        return _records(asyncio.run(engine.run(specs)))
+    finally:
+        engine.close()
+
+
+def test_512_episodes_over_two_nodes_one_killed_mid_run(cluster: tuple[Any, list[Any]]) -> None:
+    c, (doomed, survivor) = cluster
+    specs = [EpisodeSpec(k, seed=5000 + k) for k in range(512)]
+    source: Any = EnvSource.ray(GUESS, envs_per_actor=8, resources={"sandbox": 1})
+    engine = Engine(Guess(), source, concurrency=32, seed=11)
+    seen: dict[str, Any] = {}
+
+    async def play() -> list[Episode]:
+        out = []
+        async for ep in engine.play(specs):
+            out.append(ep)
+            if len(out) == 128:  # a quarter in: kill a node that hosts half the envs
+                nodes = source.nodes()
+                seen["before"] = nodes
+                c.remove_node(doomed)
+                seen["killed_after"] = len(out)
+        return out
+
+    t0 = time.perf_counter()
+    try:
+        episodes = asyncio.run(play())
+        after = source.nodes()
+    finally:
+        engine.close()
+    wall = time.perf_counter() - t0
+
+    # the actors were spread over both worker nodes (the head has no "sandbox"), half on each
+    before = seen["before"]
+    assert len(before) == 4 and sorted(before).count(doomed.node_id) == 2
+    assert set(before) == {doomed.node_id, survivor.node_id}
+    # every lost actor was replaced on the survivor, and the episodes in flight there re-run
+    assert after == [survivor.node_id] * 4
+    assert source.restarts == 2
+    assert source.replays >= 1
+    # every planned episode is recorded once, none failed, none twice
+    assert sorted(e.index for e in episodes) == list(range(512))
+    assert not [e for e in episodes if e.failed]
+    # with the same results as one machine playing the same seeds
+    assert _records(episodes) == _one_machine(specs)
+    assert wall < 120
+
+
+def test_an_actor_lost_mid_episode(cluster: tuple[Any, list[Any]]) -> None:
+    """A seeded episode is re-run on the replacement actor with the same result; one reset
+    without a seed cannot be, and fails with stage "env", saying why."""
+    source: Any = EnvSource.ray(GUESS, envs_per_actor=2, resources={"sandbox": 1})
+    killed: list[Any] = []
+    both_at_turn_one = asyncio.Event()
+
+    class KillAtTurnOne(Guess):
+        """Guesses out of range first (no episode ends at turn 0); when both episodes are at
+        turn 1, kills their actor."""
+
+        async def act(self, request: ActRequest) -> Action:
+            if request.turn == 0:
+                return Action("\\boxed{11}")
+            if request.turn == 1 and not both_at_turn_one.is_set():
+                killed.append(request.slot)
+                if len(killed) < 2:
+                    await both_at_turn_one.wait()
+                else:
+                    handle = source._hosts[0].handle
+                    ray.kill(handle)
+                    deadline = time.monotonic() + 30
+                    while True:  # the kill is asynchronous: wait until it is really gone
+                        try:
+                            await handle.node.remote()
+                        except ray.exceptions.RayActorError:
+                            break
+                        assert time.monotonic() < deadline, "the killed actor still answers"
+                        await asyncio.sleep(0.05)
+                    both_at_turn_one.set()
+            return await super().act(request)
+
+    specs = [EpisodeSpec(0, seed=77), EpisodeSpec(1, seed=None)]
+    engine = Engine(KillAtTurnOne(), source, concurrency=2, seed=11)
+    try:
+        seeded, unseeded = asyncio.run(engine.run(specs))
+    finally:
+        engine.close()
+    assert len(killed) == 2 and source.restarts == 1 and source.replays == 1
+    engine = Engine(KillAtTurnOne(), GUESS, concurrency=1, seed=11)
+    both_at_turn_one.set()
+    try:
+        (reference,) = asyncio.run(engine.run(specs[:1]))
+    finally:
+        engine.close()
+    assert seeded.to_dict() == reference.to_dict()
+    assert unseeded.finish_reason == "error" and unseeded.error_stage == "env"
+    assert "EnvLostError" in (unseeded.error or "")
+    assert "without a seed" in (unseeded.error or "")
