@@ -1,13 +1,15 @@
-"""``gemgym serve``: serve a gemgym env as an OpenEnv server (HTTP and WebSocket sessions).
+"""``gemgym serve``: serve a gemgym env over OpenEnv's protocol (HTTP, WebSocket and MCP sessions).
 
 Examples::
 
     gemgym serve game:Wordle-v0-easy --port 8000
     gemgym serve math:GSM8K --env-kwargs '{"dataset": "sample"}' --max-sessions 128
     gemgym serve game:Sudoku-v0-easy --workers 4           # 4 server processes on the port
+    gemgym serve game:Wordle-v0-easy --host 0.0.0.0 --token "$(openssl rand -hex 16)"
 
 Each WebSocket session (OpenEnv's ``EnvClient``, :class:`gemgym.integrations.openenv.OpenEnvEnv`)
-gets its own env. Needs ``pip install "gemgym[openenv]"``. See docs/integrations.md.
+gets its own env. Sessions idle for ``--idle-timeout`` seconds are closed; a full server says
+"server full". Needs ``pip install "gemgym[serve]"``. See docs/serving.md.
 """
 
 from __future__ import annotations
@@ -16,21 +18,68 @@ import argparse
 import json
 
 from gemgym.errors import ConfigError
+from gemgym.serving import DEFAULT_IDLE_TIMEOUT_S, TOKEN_VAR, Limits
+
+
+def add_server_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments both servers take: address, token, limits."""
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks one)")
+    p.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token clients must send (default: ${TOKEN_VAR}; none on loopback)",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback address without a token (a trusted network only)",
+    )
+    p.add_argument(
+        "--max-body-mb", type=float, default=8.0, help="largest request body, MiB (8; 413 beyond)"
+    )
+
+
+def limits_of(args: argparse.Namespace, **more: float) -> Limits:
+    """The :class:`gemgym.serving.Limits` the arguments ask for."""
+    if not args.max_body_mb > 0:
+        raise ConfigError(f"--max-body-mb must be > 0, got {args.max_body_mb}")
+    size = int(args.max_body_mb * 1024 * 1024)
+    return Limits(max_body_bytes=size, max_message_bytes=size, **more)  # type: ignore[arg-type]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``gemgym serve``."""
     p.add_argument("env_id", help="a registered env id (gemgym list)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    add_server_arguments(p)
     p.add_argument(
         "--max-sessions", type=int, default=64, help="concurrent sessions, one env each (64)"
+    )
+    p.add_argument(
+        "--max-client-sessions",
+        type=int,
+        default=None,
+        help="sessions one client address may hold (default: --max-sessions)",
+    )
+    p.add_argument(
+        "--max-client-envs",
+        type=int,
+        default=None,
+        help="envs (and so sandboxes) one client address may hold, sessions and stateless "
+        "resets together (default: --max-client-sessions)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        help=f"seconds a session may sit idle before it is closed ({DEFAULT_IDLE_TIMEOUT_S:g})",
     )
     p.add_argument(
         "--workers",
         type=int,
         default=1,
-        help="server processes (1); each session stays on one, so steps/s scale with cores",
+        help="server processes (1); each session stays on one, so steps/s scale with cores "
+        "(caps are then per process)",
     )
     p.add_argument(
         "--env-kwargs", default="{}", help="JSON object of keyword arguments for gemgym.make"
@@ -48,18 +97,26 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--env-kwargs is not JSON: {e}") from None
     if not isinstance(kwargs, dict):
         raise ConfigError('--env-kwargs must be a JSON object, e.g. \'{"dataset": "sample"}\'')
-    import gemgym
-    from gemgym.integrations.openenv import serve
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}")
+    from gemgym.serving.env_server import serve_env
 
-    gemgym.spec(args.env_id)  # an unknown id fails before anything is printed
-    print(f"serving {args.env_id} on http://{args.host}:{args.port} (OpenEnv; Ctrl-C stops)")
-    serve(
+    def ready(url: str) -> None:
+        print(f"serving {args.env_id} on {url} (OpenEnv protocol; Ctrl-C stops)", flush=True)
+
+    serve_env(
         args.env_id,
+        kwargs,
         host=args.host,
         port=args.port,
-        max_concurrent_envs=args.max_sessions,
+        token=args.token,
+        insecure=args.insecure,
         workers=args.workers,
         log_level=args.log_level,
-        **kwargs,
+        on_ready=ready,
+        max_sessions=args.max_sessions,
+        max_client_sessions=args.max_client_sessions,
+        max_client_envs=args.max_client_envs,
+        limits=limits_of(args, idle_timeout_s=args.idle_timeout),
     )
     return 0
