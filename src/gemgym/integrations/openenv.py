@@ -10,8 +10,9 @@ which its ``EnvClient`` (and TRL's OpenEnv path) talk to. This module gives gemg
   :func:`gemgym.prompting.model_view`), ``reward``, ``done`` (terminated or truncated),
   ``truncated`` and the env's ``info`` (JSON-safe). ``reset`` takes ``seed`` (the same seed
   gives the same episode as in-process) and gemgym ``options``.
-* :func:`create_app` / :func:`serve` (``gemgym serve ENV_ID``): OpenEnv's own FastAPI app for
-  a gemgym env id, one env per WebSocket session (``max_concurrent_envs`` sessions at once).
+* :func:`create_app` / :func:`serve` (``gemgym serve ENV_ID``): gemgym's own server speaking
+  OpenEnv's protocol for a gemgym env id, one env per WebSocket session (``max_concurrent_envs``
+  sessions at once), with tokens, limits, idle timeouts and caps (:mod:`gemgym.serving`).
 * :class:`GemgymEnvClient`: OpenEnv's ``EnvClient`` for such a server.
 * :class:`OpenEnvEnv`: a gemgym ``Env[str, str]`` whose episodes run on any OpenEnv server
   with a text action (``action_field``) and a text observation (``observation_field``); so
@@ -40,7 +41,6 @@ try:
     from openenv.core.client_types import StepResult
     from openenv.core.env_client import EnvClient
     from openenv.core.env_server import Action, Environment, Observation, State
-    from openenv.core.env_server import create_fastapi_app as _create_fastapi_app
     from openenv.core.generic_client import GenericEnvClient
     from pydantic import Field
 except ImportError as e:  # pragma: no cover - depends on the extra
@@ -144,41 +144,34 @@ class GemgymEnvironment(Environment):  # type: ignore[misc]
         self.env.close()
 
 
-def create_app(env_id: str, *, max_concurrent_envs: int = 64, **make_kwargs: Any) -> Any:
-    """OpenEnv's FastAPI app serving ``gemgym.make(env_id, **make_kwargs)``, one env per
-    session, at most ``max_concurrent_envs`` sessions at once."""
-    import gemgym
+def create_app(
+    env_id: str,
+    *,
+    max_concurrent_envs: int = 64,
+    token: str | None = None,
+    limits: Any = None,
+    max_client_sessions: int | None = None,
+    max_client_envs: int | None = None,
+    **make_kwargs: Any,
+) -> Any:
+    """The ASGI app of ``gemgym serve`` for ``gemgym.make(env_id, **make_kwargs)``: OpenEnv's
+    protocol from gemgym's hardened server (:class:`gemgym.serving.env_server.EnvServer`), one
+    env per session, at most ``max_concurrent_envs`` sessions at once; run it with uvicorn."""
+    from gemgym.serving.env_server import EnvServer
 
-    gemgym.spec(env_id)  # an unknown id fails here, with close matches
-    if max_concurrent_envs < 1:
+    if isinstance(max_concurrent_envs, bool) or not (
+        isinstance(max_concurrent_envs, int) and max_concurrent_envs >= 1
+    ):
         raise ConfigError(f"max_concurrent_envs must be >= 1, got {max_concurrent_envs}")
-
-    def factory() -> GemgymEnvironment:
-        return GemgymEnvironment(env_id, **make_kwargs)
-
-    app = _create_fastapi_app(
-        factory, TextAction, GemgymObservation, max_concurrent_envs=max_concurrent_envs
+    return EnvServer(
+        env_id,
+        make_kwargs,
+        max_sessions=max_concurrent_envs,
+        max_client_sessions=max_client_sessions,
+        max_client_envs=max_client_envs,
+        limits=limits,
+        token=token,
     )
-    app.add_middleware(_QuietDisconnect)
-    return app
-
-
-class _QuietDisconnect:
-    """ASGI middleware: a WebSocket session whose client has already gone is over, not an
-    error (OpenEnv's server closes the socket again after its client's own close, which
-    uvicorn would log as "Exception in ASGI application" for every session)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from starlette.websockets import WebSocketDisconnect
-
-        try:
-            await self.app(scope, receive, send)
-        except WebSocketDisconnect:
-            if scope.get("type") != "websocket":
-                raise
 
 
 def serve(
@@ -189,49 +182,29 @@ def serve(
     max_concurrent_envs: int = 64,
     workers: int = 1,
     log_level: str = "warning",
+    token: str | None = None,
+    insecure: bool = False,
     **make_kwargs: Any,
 ) -> None:
-    """Serve ``env_id`` with uvicorn until interrupted (``gemgym serve``).
+    """Serve ``env_id`` until interrupted (``gemgym serve``; see
+    :func:`gemgym.serving.env_server.serve_env`).
 
-    ``workers`` > 1 runs that many server processes on the port (uvicorn's workers); a session
-    stays on the process that accepted it, so sessions spread over the processes and the
-    steps/s scale with the cores (``max_concurrent_envs`` is then per process).
+    ``workers`` > 1 runs that many server processes on the port; a session stays on the process
+    that accepted it, so sessions spread over the processes and the steps/s scale with the cores
+    (``max_concurrent_envs`` is then per process).
     """
-    import os
+    from gemgym.serving.env_server import serve_env
 
-    import uvicorn
-
-    if workers < 1:
-        raise ConfigError(f"workers must be >= 1, got {workers}")
-    # built here also with workers: a bad id, kwarg or setting fails before any worker starts
-    app = create_app(env_id, max_concurrent_envs=max_concurrent_envs, **make_kwargs)
-    if workers == 1:
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
-        return
-    # each worker process builds its own app from these variables
-    os.environ[_SERVE_VAR] = json.dumps(
-        {"env_id": env_id, "max_concurrent_envs": max_concurrent_envs, "kwargs": make_kwargs}
-    )
-    uvicorn.run(
-        f"{__name__}:_app_from_environ",
-        factory=True,
+    serve_env(
+        env_id,
+        make_kwargs,
         host=host,
         port=port,
+        token=token,
+        insecure=insecure,
         workers=workers,
         log_level=log_level,
-    )
-
-
-_SERVE_VAR = "GEMGYM_SERVE_SPEC"
-
-
-def _app_from_environ() -> Any:
-    """The app of a ``serve(..., workers=N)`` worker process."""
-    import os
-
-    spec = json.loads(os.environ[_SERVE_VAR])
-    return create_app(
-        spec["env_id"], max_concurrent_envs=spec["max_concurrent_envs"], **spec["kwargs"]
+        max_sessions=max_concurrent_envs,
     )
 
 
