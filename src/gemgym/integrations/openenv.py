@@ -36,12 +36,12 @@ from typing import Any, ClassVar
 from gemgym.core import Env
 from gemgym.errors import ConfigError, ResetNeeded, missing_dependency
 from gemgym.integrations.common import observation_text
+from gemgym.integrations.openenv_pool import EndpointPool
 
 try:
     from openenv.core.client_types import StepResult
     from openenv.core.env_client import EnvClient
     from openenv.core.env_server import Action, Environment, Observation, State
-    from openenv.core.generic_client import GenericEnvClient
     from pydantic import Field
 except ImportError as e:  # pragma: no cover - depends on the extra
     raise missing_dependency(e.name or "openenv", "openenv") from e
@@ -232,7 +232,12 @@ class OpenEnvEnv(Env[str, str]):
     """A gemgym env playing episodes on an OpenEnv server (its own WebSocket session).
 
     Args:
-        base_url: the server (``http://host:port`` or ``ws://...``).
+        base_url: the server (``http://host:port`` or ``ws://...``), a list of servers that
+            serve the same env, or an :class:`~gemgym.integrations.openenv_pool.EndpointPool`
+            (shared by every copy): sessions are sticky, a reset that fails is retried on
+            another server, a server lost mid-episode raises
+            :class:`~gemgym.errors.EnvLostError` (stage ``"env"`` in the episode engine), and
+            a server that comes back is used again (see :mod:`gemgym.integrations.openenv_pool`).
         action_field: the action's text field (``message`` for gemgym servers and TextArena's
             OpenEnv envs).
         observation_field: the observation's text field (``text`` for gemgym servers); the
@@ -252,7 +257,7 @@ class OpenEnvEnv(Env[str, str]):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str] | EndpointPool,
         *,
         action_field: str = "message",
         observation_field: str = "text",
@@ -260,9 +265,14 @@ class OpenEnvEnv(Env[str, str]):
         message_timeout_s: float = 60.0,
         random_actions: Sequence[str] = (),
     ) -> None:
-        if not base_url.startswith(("http://", "https://", "ws://", "wss://")):
-            raise ConfigError(f"base_url must be http(s):// or ws(s)://, got {base_url!r}")
+        from gemgym.integrations.openenv_pool import EndpointPool
+
+        if isinstance(base_url, EndpointPool):
+            self.pool = base_url
+        else:
+            self.pool = EndpointPool(base_url, message_timeout_s=message_timeout_s)
         self.base_url = base_url
+        self._endpoint: Any = None
         self.action_field = action_field
         self.observation_field = observation_field
         self.reset_kwargs = dict(reset_kwargs or {})
@@ -272,12 +282,43 @@ class OpenEnvEnv(Env[str, str]):
         self._done = True
         self._episode: tuple[int | None, dict[str, Any] | None, list[str]] | None = None
 
-    def _session(self) -> Any:
-        if self._client is None:
-            client = GenericEnvClient(self.base_url, message_timeout_s=self.message_timeout_s)
-            self._client = client.sync()
-            self._client.connect()
-        return self._client
+    def _drop(self) -> None:
+        """Leave the session (its server may be gone)."""
+        from gemgym.integrations.openenv_pool import close_quietly
+
+        client, self._client = self._client, None
+        endpoint, self._endpoint = self._endpoint, None
+        if endpoint is not None:
+            self.pool.release(endpoint)
+        if client is not None:
+            close_quietly(client)
+
+    def _reset_on_pool(self, fields: dict[str, Any]) -> Any:
+        """Reset on this env's session; a session whose server is lost (or full) is given up
+        and the reset retried on the pool's next server."""
+        from gemgym.integrations.openenv_pool import is_lost
+
+        pool = self.pool
+        if self._endpoint is not None and pool.should_move(self._endpoint):
+            moved = pool.open([self._endpoint], ready_only=True)  # even out the load
+            if moved is not None:
+                self._drop()
+                self._endpoint, self._client = moved
+        tried: list[Any] = []
+        errors: list[str] = []
+        while True:
+            if self._client is None:
+                self._endpoint, self._client = pool.open(tried, errors=errors)
+            try:
+                return self._client.reset(**fields)
+            except Exception as e:
+                if not is_lost(e):
+                    raise
+                endpoint = self._endpoint
+                pool.mark_lost(endpoint, e)
+                errors.append(f"{endpoint.url}: {pool.endpoint_error(endpoint)}")
+                tried.append(endpoint)
+                self._drop()
 
     def _text(self, result: Any) -> str:
         value = result.observation.get(self.observation_field)
@@ -297,7 +338,8 @@ class OpenEnvEnv(Env[str, str]):
             fields["seed"] = seed
         if options:
             fields["options"] = options
-        result = self._session().reset(**fields)
+        self._done = True
+        result = self._reset_on_pool(fields)
         self._done = bool(result.done)
         self._episode = (seed, dict(options) if options else None, [])
         info = dict(result.observation.get("info") or {})
@@ -307,7 +349,16 @@ class OpenEnvEnv(Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done:
             raise ResetNeeded("the episode has ended (or was never reset); call reset() first")
-        result = self._session().step({self.action_field: action})
+        if self._client is None:  # a copy made mid-episode replays it; this one lost it
+            raise ResetNeeded("the episode has ended (or was never reset); call reset() first")
+        try:
+            result = self._client.step({self.action_field: action})
+        except Exception as e:
+            from gemgym.integrations.openenv_pool import is_lost
+
+            if not is_lost(e):
+                raise
+            self._lost(e)
         if self._episode is not None:
             self._episode[2].append(action)
         obs = result.observation
@@ -318,6 +369,26 @@ class OpenEnvEnv(Env[str, str]):
         info["observation"] = obs
         reward = 0.0 if result.reward is None else float(result.reward)
         return self._text(result), reward, terminated, truncated, info
+
+    def _lost(self, error: BaseException) -> Any:
+        """The server of this episode went away: the episode ends with an EnvLostError."""
+        from gemgym.errors import EnvLostError
+        from gemgym.integrations.openenv_pool import describe
+
+        endpoint = self._endpoint
+        self.pool.mark_lost(endpoint, error)
+        self._drop()
+        self._done = True
+        others = len(self.pool.urls) - 1
+        where = (
+            f"the next reset plays on another of the pool's {others + 1} servers"
+            if others
+            else "the next reset connects to it again"
+        )
+        raise EnvLostError(
+            f"the env server {endpoint.url} was lost mid-episode ({describe(error)}); the "
+            f"episode's state was there, so it cannot go on; {where}"
+        ) from None
 
     def sample_random_action(self) -> str:
         """One of ``random_actions``, drawn with the env's seeded random stream."""
@@ -332,14 +403,12 @@ class OpenEnvEnv(Env[str, str]):
         replays this episode there (its seed and actions), so the server must play seeded
         episodes deterministically (gemgym envs do); an unseeded episode cannot be copied."""
         if not same_state:
-            return _remote(self.base_url, self._kwargs())
+            return _remote(self.pool, self._kwargs())
         copy: OpenEnvEnv = pickle.loads(pickle.dumps(self))
         return copy
 
     def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
+        self._drop()
 
     def _kwargs(self) -> dict[str, Any]:
         return {
@@ -359,11 +428,11 @@ class OpenEnvEnv(Env[str, str]):
                 "this episode was reset without a seed, so no copy can replay it; reset with "
                 "seed=... to copy mid-episode"
             )
-        return (_remote, (self.base_url, self._kwargs(), episode, pickle.dumps(self._rng)))
+        return (_remote, (self.pool, self._kwargs(), episode, pickle.dumps(self._rng)))
 
 
 def _remote(
-    base_url: str,
+    base_url: str | EndpointPool,
     kwargs: dict[str, Any],
     episode: tuple[int | None, dict[str, Any] | None, list[str]] | None = None,
     rng: bytes | None = None,
