@@ -180,3 +180,27 @@ def test_failed_episodes_are_left_out_of_training(tiny_model: Path, tmp_path: Pa
     adv = trainer._token_advantages(torch.zeros((4, 64), dtype=torch.long))
     assert torch.count_nonzero(adv[bad]) == 0
     assert all(torch.count_nonzero(adv[i]) > 0 for i in range(4) if i != bad)
+
+
+def test_constant_groups() -> None:
+    from gemgym.integrations.trl import constant_groups
+
+    assert constant_groups([-0.1, -0.1, 1.0, 1.0], ["a", "a", "b", "b"])
+    assert not constant_groups([-0.1, 0.5, 1.0, 1.0], ["a", "a", "b", "b"])
+    assert constant_groups([], [])
+
+
+def test_a_batch_without_signal_warns_once(tiny_model: Path, tmp_path: Path) -> None:
+    from gemgym.integrations.trl import NoLearningSignalWarning
+
+    # the untrained model never writes \boxed{N}: every episode is a format error (-0.1), so
+    # every GRPO advantage is 0, which the old example showed only as loss 0 and grad 0
+    log: list[TokenEpisode] = []
+    trainer = GemgymGRPOTrainer(
+        str(tiny_model), "game:GuessTheNumber-v0-easy", _config(tmp_path, 2), num_tasks=4,
+        max_turns=2, episode_log=log,
+    )  # fmt: skip
+    with pytest.warns(NoLearningSignalWarning, match=r"same return \(-0\.1\).*format error"):
+        trainer.train()
+    assert all(e.total_return == pytest.approx(-0.1) for e in log)
+    assert trainer.gemgym_no_signal_steps == 2

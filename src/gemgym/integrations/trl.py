@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,6 +66,8 @@ except ImportError as e:  # pragma: no cover - depends on the extra
 __all__ = [
     "ADVANTAGES",
     "GemgymGRPOTrainer",
+    "NoLearningSignalWarning",
+    "constant_groups",
     "env_return",
     "episodes_to_rollout",
     "warm_start",
@@ -73,6 +76,18 @@ __all__ = [
 ADVANTAGES: tuple[str, ...] = ("grpo", "rebn", "rebn_group", "reinforce", "drgrpo", "rloo")
 """``"grpo"``: TRL's own group-normalised episode return; the others: gemgym's estimators
 (:mod:`gemgym.rl.advantages`) over turns, broadcast onto the action tokens."""
+
+
+class NoLearningSignalWarning(UserWarning):
+    """Every episode of each group of a batch got the same return: every advantage is 0, so the
+    update has no loss and no gradient (typically: no episode wrote a readable action)."""
+
+
+def constant_groups(returns: Sequence[float], groups: Sequence[Any]) -> bool:
+    """Whether every group (episodes with the same key in ``groups``) has one return for all
+    its episodes: then every group-normalised advantage (GRPO, RLOO, Dr. GRPO) is 0."""
+    seen: dict[Any, float] = {}
+    return all(seen.setdefault(key, r) == r for key, r in zip(groups, returns, strict=True))
 
 
 def episodes_to_rollout(
@@ -195,6 +210,8 @@ class GemgymGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self.gemgym_episodes: list[TokenEpisode] = []
         self.gemgym_episode_log = episode_log
         self.gemgym_keep_errors = keep_errors
+        self.gemgym_no_signal_steps = 0
+        """Updates whose batch had one return per group (no learning signal)."""
         self._gemgym_rows: list[dict[str, Any]] = []
         super().__init__(
             model=model,
@@ -387,11 +404,42 @@ def _rollout_func(prompts: list[Any], trainer: GemgymGRPOTrainer) -> dict[str, A
     trainer.gemgym_episodes = episodes
     if trainer.gemgym_episode_log is not None:
         trainer.gemgym_episode_log.extend(episodes)
-    return episodes_to_rollout(
+    groups = [(str(r["env"]), int(r["seed"])) for r in rows]
+    out = episodes_to_rollout(
         episodes,
         int(_tokenizer(trainer).eos_token_id),
         keep_errors=trainer.gemgym_keep_errors,
-        groups=[(str(r["env"]), int(r["seed"])) for r in rows],
+        groups=groups,
+    )
+    _check_signal(trainer, out["env_return"], groups)
+    return out
+
+
+def _check_signal(trainer: GemgymGRPOTrainer, returns: Sequence[float], groups: list[Any]) -> None:
+    """Count (and on the first, warn about) a batch from which the estimator gets no signal:
+    one return per group (group estimators), or one return for the whole batch."""
+    per_group = trainer.gemgym_advantage in ("grpo", "rebn_group", "drgrpo", "rloo")
+    flat = constant_groups(returns, groups if per_group else [0] * len(returns))
+    if not flat or not returns:
+        return
+    trainer.gemgym_no_signal_steps += 1
+    if trainer.gemgym_no_signal_steps > 1:
+        return
+    values = sorted({round(float(r), 4) for r in returns})
+    where = "of each group" if per_group else "of the batch"
+    hint = (
+        " All are negative: most likely no episode wrote an action the env could read (a "
+        "format error); teach the format first (warm_start, or an SFT on recorded episodes)."
+        if max(values) < 0
+        else ""
+    )
+    warnings.warn(
+        f"step {int(trainer.state.global_step) + 1}: every episode {where} got the same return "
+        f"({', '.join(map(str, values))}), so every {trainer.gemgym_advantage} advantage is 0: "
+        f"no loss, no gradient, nothing learned.{hint} trainer.gemgym_no_signal_steps counts "
+        "such updates.",
+        NoLearningSignalWarning,
+        stacklevel=2,
     )
 
 
