@@ -265,8 +265,6 @@ class OpenEnvEnv(Env[str, str]):
         message_timeout_s: float = 60.0,
         random_actions: Sequence[str] = (),
     ) -> None:
-        from gemgym.integrations.openenv_pool import EndpointPool
-
         if isinstance(base_url, EndpointPool):
             self.pool = base_url
         else:
