@@ -8,6 +8,7 @@ import asyncio
 import random
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,3 +154,37 @@ def test_an_actor_lost_mid_episode(cluster: tuple[Any, list[Any]]) -> None:
     assert unseeded.finish_reason == "error" and unseeded.error_stage == "env"
     assert "EnvLostError" in (unseeded.error or "")
     assert "without a seed" in (unseeded.error or "")
+
+
+def test_gemgym_eval_on_the_cluster(cluster: tuple[Any, list[Any]], tmp_path: Path) -> None:
+    """``gemgym eval --ray`` plays the envs in actors on the nodes with the resource and
+    records what a run in this process records."""
+    import json
+
+    from gemgym.cli import main
+    from gemgym.evaluation.scripted_server import ScriptedChatServer
+
+    def reply(body: dict[str, Any]) -> str:
+        return f"\\boxed{{{body.get('seed', 0) % 10 + 1}}}"
+
+    def records(run: Path) -> list[dict[str, Any]]:
+        lines = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines() if x]
+        for r in lines:
+            r.pop("wall_s")
+            r.pop("latency_s")
+            for t in r["transitions"]:
+                t.pop("latency_s", None)
+                t.pop("env_s", None)
+        return sorted(lines, key=lambda r: (r["env"], r["task"], r["sample"]))
+
+    with ScriptedChatServer(reply) as server:
+        args = ["eval", GUESS, "game:Hangman-v0-easy", "--model", "m", "--base-url", server.url,
+                "--quiet", "--tasks", "8", "--n", "2", "--concurrency", "8"]  # fmt: skip
+        assert main([*args, "--out", str(tmp_path / "here")]) == 0
+        on_ray = [*args, "--out", str(tmp_path / "ray"), "--ray", "auto"]
+        assert main([*on_ray, "--ray-resource", "sandbox=1"]) == 0
+    ray_records = records(tmp_path / "ray")
+    assert len(ray_records) == 2 * 8 * 2
+    assert ray_records == records(tmp_path / "here")
+    run = json.loads((tmp_path / "ray" / "summary.json").read_text())["run"]
+    assert run["ray"] == "auto"

@@ -108,6 +108,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="keyword for every env (VALUE parsed as JSON when it can be); repeatable",
     )
     p.add_argument("--search-url", help="search server for +search envs (gemgym serve-retriever)")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="play the envs on a Ray cluster: auto, HEAD:6379 (see `ray start`), or local; "
+        "episodes on a lost node are played again elsewhere (docs/cluster.md)",
+    )
+    p.add_argument(
+        "--ray-resource",
+        action="append",
+        default=[],
+        metavar="NAME=AMOUNT",
+        help="a Ray resource each env actor needs, e.g. sandbox=1 (only nodes started with "
+        "--resources '{\"sandbox\": N}' host them); repeatable",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument(
         "--max-error-rate",
@@ -342,6 +356,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         "max_turns": config.max_turns,
         "env_kwargs": env_kwargs,
         "search_url": config.search_url,
+        "ray": args.ray,
         "sampling": {
             "temperature": args.temperature,
             "top_p": args.top_p,
@@ -385,6 +400,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     progress = EvalProgress(totals, done, enabled=not args.quiet)
     attempts = {record_key(r): int(r.get("attempt") or 1) for r in done}
     runner = Runner(agent, config, run_dir, on_record=progress.update, envs=made, attempts=attempts)
+    if args.ray:
+        runner.ray = args.ray
+        resources = parse_kv(args.ray_resource, "--ray-resource")
+        runner.ray_options = {"resources": resources} if resources else {}
 
     async def go() -> None:
         try:

@@ -25,6 +25,7 @@ as episodes end; the run goes on past failures.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,12 +161,27 @@ class Runner:
     envs: dict[str, Any] = field(default_factory=dict)
     attempts: dict[tuple[str, int, int], int] = field(default_factory=dict)
     """How many times each episode was played before (its next record's ``attempt`` - 1)."""
+    ray: str | None = None
+    """A Ray cluster to play the envs on (``gemgym eval --ray ADDRESS``: ``auto``,
+    ``HOST:6379``, or ``local``): each env name is a :class:`~gemgym.vector.ray.RayEnvSource`
+    (episodes on a lost node are re-run elsewhere with the same seeds); ``None``: this
+    process."""
+    ray_options: dict[str, Any] = field(default_factory=dict)
+    """More :class:`~gemgym.vector.ray.RayEnvSource` arguments (``resources={"sandbox": 1}``)."""
     _engine: Engine | None = None
 
     def _make_engine(self, tasks: Sequence[Task]) -> Engine:
         sources: dict[str, EnvSource] = {}
         for t in tasks:
             e = t.env
+            if e.name not in sources and self.ray is not None:
+                from gemgym.vector.ray import RayEnvSource
+
+                address = None if self.ray == "local" else self.ray
+                build = functools.partial(e.make, search_url=self.config.search_url)
+                sources[e.name] = RayEnvSource(
+                    build, env_id=e.env_id, address=address, **self.ray_options
+                )
             if e.name not in sources:
                 made = [self.envs.pop(e.name)] if e.name in self.envs else []
 

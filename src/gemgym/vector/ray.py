@@ -472,6 +472,12 @@ class RayEnvSource(EnvSource):
         self.max_replays = int(max_replays)
         self.start_timeout = float(start_timeout)
         self.resources = dict(resources or {})
+        for name, amount in self.resources.items():
+            if isinstance(amount, bool) or not isinstance(amount, int | float) or amount < 0:
+                raise ConfigError(
+                    f"a Ray resource is NAME=AMOUNT with a number >= 0, got {name}={amount!r} "
+                    "(e.g. sandbox=1)"
+                )
         options: dict[str, Any] = {"num_cpus": 0, "scheduling_strategy": "SPREAD"}
         options.update(actor_options or {})
         if self.resources:
