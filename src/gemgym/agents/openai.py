@@ -7,24 +7,33 @@ The agent keeps one conversation per slot: each observation is sent as a user me
 which the episode engine adds before calling the agent) and each
 reply is kept as the assistant message, so a multi-turn game is played as one chat. When the env
 already returns chat messages (:class:`~gemgym.wrappers.ChatHistory`), they are sent as they are.
-Requests of a batch go out concurrently; the client retries transient failures and times out.
+
+The requests go through the same client as ``gemgym run`` and ``gemgym eval``
+(:class:`gemgym.evaluation.agents.ChatAgent`: retries with backoff, a deadline per request,
+the same error messages), on gemgym's HTTP thread (:mod:`gemgym._http`): the requests of a
+batch go out concurrently, up to ``max_concurrency`` at once. Before the first batch the server
+is probed once: one it cannot reach, one that refuses the key or does not serve the model
+raises :class:`~gemgym.errors.ModelUnavailableError`. Needs ``pip install "gemgym[openai]"``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from gemgym.agents.base import BaseAgent
 from gemgym.core import MultimodalObservation
-from gemgym.errors import AgentError, ConfigError, ModelUnavailableError, missing_dependency
+from gemgym.errors import AgentError, ConfigError
 
 if TYPE_CHECKING:
+    from gemgym.evaluation.agents import ChatAgent
     from gemgym.vector import VectorEnv
 
 __all__ = ["OpenAIAgent"]
+
+OPENAI_API = "https://api.openai.com/v1"
 
 
 class OpenAIAgent(BaseAgent):
@@ -40,6 +49,10 @@ class OpenAIAgent(BaseAgent):
         timeout: seconds per request; max_retries: retries of a failed request.
         keep_history: send the whole episode (true) or only the latest observation.
         max_concurrency: parallel requests per batch.
+
+    A request that still fails after its retries raises :class:`~gemgym.errors.AgentError`
+    with the reason (as does a prompt longer than the model's context); a server that cannot
+    serve any turn raises :class:`~gemgym.errors.ModelUnavailableError`.
     """
 
     def __init__(
@@ -56,27 +69,35 @@ class OpenAIAgent(BaseAgent):
         max_concurrency: int = 32,
     ) -> None:
         if not model:
-            raise ConfigError("OpenAIAgent needs a model name (--model)")
-        try:
-            import openai
-        except ImportError as e:
-            raise missing_dependency("openai", "openai") from e
+            raise ConfigError("OpenAIAgent needs a model name (model=...)")
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        from gemgym.evaluation.agents import ChatAgent
+
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        self.api_key_env = api_key_env
         self.system_prompt = system_prompt
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.keep_history = keep_history
         self.timeout = timeout
         self.max_retries = max_retries
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
+        self.max_concurrency = max_concurrency
+        # no seed is sent (as before): a server samples afresh each request
+        self._chat: ChatAgent = ChatAgent(
+            model,
+            self.base_url or OPENAI_API,
             api_key=os.environ.get(api_key_env) or "EMPTY",
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=None,
             timeout=timeout,
             max_retries=max_retries,
+            backoff=0.5,
+            max_backoff=8.0,
+            breaker_threshold=None,  # each failed batch raises; the agent stays usable
         )
-        self._openai = openai
-        self._pool = ThreadPoolExecutor(max_workers=max(1, max_concurrency))
         self._conversations: dict[int, list[dict[str, Any]]] = {}
 
     def start_episodes(self, slots: Sequence[int]) -> None:
@@ -98,32 +119,25 @@ class OpenAIAgent(BaseAgent):
         conv.append({"role": "user", "content": content})
         return conv if self.keep_history else list(conv)
 
-    def _complete(self, messages: list[dict[str, Any]]) -> str:
-        try:
-            resp = self._client.chat.completions.create(
-                model=self.model,
-                messages=messages,  # type: ignore[arg-type]
-                temperature=self.temperature,
-                max_tokens=self.max_tokens,
-            )
-        except self._openai.APITimeoutError as e:  # a subclass of APIConnectionError
-            raise AgentError(
-                f"the LLM server at {self.base_url or 'the OpenAI API'} did not answer within "
-                f"{self.timeout:g} s ({self.max_retries + 1} tries); it may be overloaded or "
-                "hung: raise --timeout, or lower the batch size"
-            ) from e
-        except self._openai.APIConnectionError as e:
-            raise ModelUnavailableError(
-                f"cannot reach the LLM server at {self.base_url or 'the OpenAI API'}: {e}. "
-                "Is it running, and is --base-url right?"
-            ) from e
-        except self._openai.APIStatusError as e:
-            msg = f"the LLM server answered {e.status_code}: {e.message}"
-            if e.status_code in (401, 403, 404):  # credentials or model name: no turn can work
-                raise ModelUnavailableError(msg) from e
-            raise AgentError(msg) from e
-        choice = resp.choices[0].message.content if resp.choices else None
-        return choice or ""
+    async def _batch(self, convs: list[list[dict[str, Any]]]) -> list[str]:
+        chat = self._chat
+        if not chat.probed:
+            await chat.probe(connect_timeout=min(10.0, self.timeout))
+        slots = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(messages: list[dict[str, Any]]) -> str:
+            async with slots:
+                reply = await chat.complete(messages)
+            if reply.error is not None:
+                raise AgentError(reply.error)
+            if reply.finish_reason == "context":
+                raise AgentError(
+                    f"the conversation ({len(messages)} messages) is longer than the context of "
+                    f"model {self.model!r}; lower max_tokens, or pass keep_history=False"
+                )
+            return str(reply.action)
+
+        return list(await asyncio.gather(*(one(m) for m in convs)))
 
     def act(
         self,
@@ -132,8 +146,10 @@ class OpenAIAgent(BaseAgent):
         slots: Sequence[int],
         venv: VectorEnv,
     ) -> list[Any]:
+        from gemgym._http import run_sync
+
         convs = [self._messages_for(s, o) for s, o in zip(slots, observations, strict=True)]
-        replies = list(self._pool.map(self._complete, convs))
+        replies = run_sync(self._batch(convs))
         if self.keep_history:
             for s, o, reply in zip(slots, observations, replies, strict=True):
                 if not isinstance(o, list):
@@ -141,5 +157,6 @@ class OpenAIAgent(BaseAgent):
         return replies
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._client.close()
+        from gemgym._http import run_sync
+
+        run_sync(self._chat.aclose())

@@ -1,8 +1,10 @@
 """The agents of ``gemgym eval``: episode engine policies, one async ``act`` per turn.
 
-* :class:`ChatAgent`: any OpenAI-compatible chat-completions server, over kept-alive
-  HTTP/1.1 connections (one per request in flight), with retries (exponential backoff
-  with full jitter) and a per-request timeout;
+* :class:`ChatAgent`: any OpenAI-compatible chat-completions server, over gemgym's HTTP
+  client (:mod:`gemgym._http`: kept-alive connections, one per request in flight), with retries
+  (exponential backoff with full jitter) and a per-request timeout; it is the one chat client
+  of the package: ``gemgym run`` and ``gemgym eval`` play through it, and the library's
+  :class:`~gemgym.agents.OpenAIAgent` sends its requests through it;
 * :class:`BackendAgent`: any :class:`gemgym.llm.Backend` (the token-level layer's backends);
 * :class:`RandomAgent` / :class:`OracleAgent`: the env's random action / expert (baselines),
   asked through the capability the env grants (:class:`gemgym.episodes.EnvAccess`).
@@ -20,16 +22,18 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gemgym._http import RETRY_STATUS, AsyncClient, Response, RetryPolicy, TransportError
+from gemgym._http import error_detail as _error_detail
 from gemgym.core import MultimodalObservation
 from gemgym.episodes.outcomes import derive_seed
 from gemgym.episodes.policy import Action, ActRequest
 from gemgym.errors import ConfigError, ModelUnavailableError
-from gemgym.evaluation._http import HttpPool
-from gemgym.llm.servers import RETRY_STATUS, RetryPolicy, _error_detail, _is_context_overflow
+from gemgym.llm.servers import _is_context_overflow
 
 __all__ = [
     "BackendAgent",
@@ -211,7 +215,7 @@ class ChatAgent:
             ``max_backoff``).
         history: send the whole episode (default) or only the latest observation.
         breaker_threshold: requests failing for good in a row that stop the run
-            (:class:`CircuitBreaker`).
+            (:class:`CircuitBreaker`; ``None``: never stop, each failure is its turn's own).
 
     How a turn ends: a reply is played (a reply with no text, reasoning only or cut by
     ``max_tokens``, is played as ``""`` with a warning in the record); a prompt the server says
@@ -242,7 +246,7 @@ class ChatAgent:
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         history: bool = True,
-        breaker_threshold: int = 5,
+        breaker_threshold: int | None = 5,
     ) -> None:
         if not model:
             raise ConfigError("the openai agent needs a model name (--model)")
@@ -258,7 +262,9 @@ class ChatAgent:
         self.seed = seed
         self.timeout = timeout
         self.history = history
-        self.breaker = CircuitBreaker(breaker_threshold)
+        self.breaker = CircuitBreaker(
+            sys.maxsize if breaker_threshold is None else breaker_threshold
+        )
         self.probed = False
         self.probe_warning: str | None = None
         self._body: dict[str, Any] = {"model": model}
@@ -266,9 +272,18 @@ class ChatAgent:
             if v is not None:
                 self._body[k] = v
         self._body.update(chat_options or {})
-        self._headers = {"authorization": f"Bearer {api_key}", "user-agent": "gemgym-eval"}
-        self._http = HttpPool(self.base_url, self._headers)
+        self._headers = {"Authorization": f"Bearer {api_key}", "User-Agent": "gemgym"}
+        self._http = self._client(self.timeout, min(10.0, self.timeout))
         self._jitter = random.Random()
+
+    def _client(self, timeout: float, connect_timeout: float) -> AsyncClient:
+        return AsyncClient(
+            self.base_url,
+            headers=self._headers,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            extra="openai",
+        )
 
     # -- before the run ----------------------------------------------------------------------
     async def open_run(self) -> None:
@@ -291,38 +306,35 @@ class ChatAgent:
         then, and the circuit breaker stops it if the server stays broken.
         """
         self.probed = True
-        http = HttpPool(self.base_url, self._headers)
+        http = self._client(min(self.timeout, 30.0), connect_timeout)
         where = f"the LLM server at {self.base_url}"
         try:
             try:
-                async with asyncio.timeout(connect_timeout):
-                    await http.connect()
-            except TimeoutError:
-                raise ModelUnavailableError(
-                    f"cannot reach {where}: no connection within {connect_timeout:g} s; is it "
-                    "running, and is base_url (--base-url) right?"
-                ) from None
-            except OSError as e:
-                raise ModelUnavailableError(
-                    f"cannot reach {where} ({type(e).__name__}: {e}); is it running, and is "
-                    "base_url (--base-url) right?"
-                ) from None
-            try:
-                async with asyncio.timeout(min(self.timeout, 30.0)):
-                    status, raw = await http.get("/models")
-                    listed = self._check_models(status, raw)
-                    if listed is not None and self.model not in listed:
-                        await self._probe_chat(http, listed)
-            except (TimeoutError, OSError, EOFError, ValueError) as e:
-                why = "no answer in time" if isinstance(e, TimeoutError) else type(e).__name__
-                self.probe_warning = f"{where} did not answer the probe well ({why}); going on"
+                listed = self._check_models(await http.get("/models"))
+                if listed is not None and self.model not in listed:
+                    await self._probe_chat(http, listed)
+            except TransportError as e:
+                if e.kind != "connect":
+                    why = "no answer in time" if e.kind == "timeout" else e.detail
+                    self.probe_warning = f"{where} did not answer the probe well ({why}); going on"
+                elif e.seconds is not None:
+                    raise ModelUnavailableError(
+                        f"cannot reach {where}: no connection within {e.seconds:g} s; is it "
+                        "running, and is base_url (--base-url) right?"
+                    ) from None
+                else:
+                    raise ModelUnavailableError(
+                        f"cannot reach {where} ({e.detail}); is it running, and is base_url "
+                        "(--base-url) right?"
+                    ) from None
         finally:
             await http.aclose()
         return self.probe_warning
 
-    def _check_models(self, status: int, raw: bytes) -> list[str] | None:
+    def _check_models(self, response: Response) -> list[str] | None:
         """The model ids ``GET /models`` lists (``None``: it lists none, or has no list)."""
         where = f"the LLM server at {self.base_url}"
+        status, raw = response.status, response.body
         if status in (401, 403):
             raise ModelUnavailableError(
                 f"{where} refused the API key (HTTP {status}: {_detail(raw)}); pass the right "
@@ -338,16 +350,17 @@ class ChatAgent:
             return None
         return ids or None
 
-    async def _probe_chat(self, http: HttpPool, listed: list[str] | None) -> None:
+    async def _probe_chat(self, http: AsyncClient, listed: list[str] | None) -> None:
         """A one-token chat request: raises when the server says the model is not served."""
         body = dict(self._body, messages=[{"role": "user", "content": "Say OK."}])
         if "max_completion_tokens" not in body:
             body["max_tokens"] = 1
-        status, raw = await http.post("/chat/completions", json.dumps(body).encode())
+        response = await http.post("/chat/completions", json.dumps(body).encode())
+        status, raw = response.status, response.body
         detail = _detail(raw)
         low = detail.lower()
         if status in (401, 403):
-            self._check_models(status, raw)
+            self._check_models(response)
         if status == 404 or (
             status == 400 and "model" in low and any(h in low for h in MODEL_NOT_FOUND_HINTS)
         ):
@@ -361,16 +374,19 @@ class ChatAgent:
     # -- turns -------------------------------------------------------------------------------
     async def act(self, request: ActRequest) -> Action:
         messages = _user_turn(request, self.system_prompt, self.history)
-        body = dict(self._body, messages=messages)
-        seed = _seed(self.seed, request)
-        if seed is not None:
-            body["seed"] = seed
-        reply = await self._post(body)
+        reply = await self.complete(messages, _seed(self.seed, request))
         if self.history and reply.error is None and reply.finish_reason != "context":
             messages.append({"role": "assistant", "content": reply.action})
         return reply
 
-    async def _post(self, body: dict[str, Any]) -> Action:
+    async def complete(self, messages: list[dict[str, Any]], seed: int | None = None) -> Action:
+        """One chat completion of ``messages`` (with ``seed`` when not ``None``), retried as
+        the class docstring says: the reply's text, or ``Action(error=...)``, or
+        ``finish_reason="context"``; raises :class:`~gemgym.errors.ModelUnavailableError` when
+        no request can work."""
+        body = dict(self._body, messages=messages)
+        if seed is not None:
+            body["seed"] = seed
         data = json.dumps(body).encode()
         latency = 0.0
         last = ""
@@ -383,24 +399,13 @@ class ChatAgent:
             tries += 1
             t0 = time.perf_counter()
             try:
-                async with asyncio.timeout(self.timeout):
-                    status, raw = await self._http.post("/chat/completions", data)
-            except TimeoutError:
+                response = await self._http.post("/chat/completions", data)
+            except TransportError as e:
                 latency += time.perf_counter() - t0
-                last = (
-                    f"the LLM server at {self.base_url} did not answer within "
-                    f"{self.timeout:g} s (it is reachable but slow or hung; raise --timeout or "
-                    "lower --concurrency)"
-                )
-                continue
-            except (OSError, EOFError, ValueError, asyncio.LimitOverrunError) as e:
-                latency += time.perf_counter() - t0
-                last = (
-                    f"cannot reach the LLM server at {self.base_url} ({type(e).__name__}: {e}); "
-                    "is it running, and is --base-url right?"
-                )
+                last = self._transport_message(e)
                 continue
             latency += time.perf_counter() - t0
+            status, raw = response.status, response.body
             if status != 200:
                 detail = _detail(raw)
                 if status in (400, 413, 422) and _is_context_overflow(detail):
@@ -436,6 +441,21 @@ class ChatAgent:
         error = f"{last} [gave up after {tries} {'try' if tries == 1 else 'tries'}]"
         self.breaker.failure(error)
         return Action(error=error, latency_s=latency, requests=tries)
+
+    def _transport_message(self, e: TransportError) -> str:
+        """What a request that got no answer says (and what to do about it)."""
+        where = f"the LLM server at {self.base_url}"
+        if e.kind == "timeout":
+            return (
+                f"{where} did not answer within {self.timeout:g} s (it is reachable but slow or "
+                "hung; raise timeout (--timeout) or lower the concurrency (--concurrency))"
+            )
+        if e.kind == "connect":
+            why = f"no connection within {e.seconds:g} s" if e.seconds is not None else e.detail
+            return (
+                f"cannot reach {where} ({why}); is it running, and is base_url (--base-url) right?"
+            )
+        return f"{where} broke the connection mid-answer ({e.detail}); it may have crashed or restarted"
 
     async def aclose(self) -> None:
         await self._http.aclose()
