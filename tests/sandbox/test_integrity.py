@@ -166,11 +166,15 @@ def test_the_python_tool_cannot_read_gsm8k_answers() -> None:
 
 
 def test_no_dataset_file_and_no_gemgym_is_readable_in_a_sandbox() -> None:
-    """The masks themselves: no dataset-like file with content, and no gemgym package."""
+    """The masks themselves: no dataset-like file with content, and no gemgym package, where
+    Python packages live (the interpreter's and the system's ``lib/python3*``, the venv)."""
     code = (
         "import glob, os, sys\n"
-        "roots = [p for p in sys.path if os.path.isdir(p)] + [sys.prefix, sys.base_prefix]\n"
-        "roots += glob.glob('/usr/lib/python3*') + glob.glob('/usr/local/lib/python3*')\n"
+        "roots = [p for p in sys.path if os.path.isdir(p)]\n"
+        "for prefix in {sys.prefix, sys.base_prefix, '/usr', '/usr/local'}:\n"
+        "    roots += glob.glob(prefix + '/lib/python3*') + glob.glob(prefix + '/lib64/python3*')\n"
+        "if os.path.exists(os.path.join(sys.prefix, 'pyvenv.cfg')):\n"
+        "    roots.append(sys.prefix)  # the whole venv\n"
         "found = []\n"
         "ends = ('.jsonl', '.jsonl.gz', '.json.gz', '.parquet', '.arrow', '.csv', '.tsv')\n"
         "for root in roots:\n"
