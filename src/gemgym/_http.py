@@ -209,6 +209,26 @@ def _env_proxy(url: str) -> str | None:
     return proxy
 
 
+def _abandon(
+    session: aiohttp.ClientSession, loop: asyncio.AbstractEventLoop | None, pid: int
+) -> None:
+    """Close a session its client no longer uses: on its loop if that still runs, else
+    forget its connections (a loop that has ended, or the parent's, after a fork)."""
+    if session.closed:
+        return
+    if pid == os.getpid() and loop is not None and loop.is_running():
+        with contextlib.suppress(RuntimeError):
+            asyncio.run_coroutine_threadsafe(session.close(), loop)
+            return
+    connector = session.connector
+    session.detach()
+    if connector is not None:
+        # no loop runs it: close its sockets now (the public close() would schedule a task
+        # on the dead loop)
+        with contextlib.suppress(Exception):
+            connector._close()
+
+
 def _describe(e: BaseException) -> str:
     text = str(e)
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
@@ -292,6 +312,8 @@ class AsyncClient:
         )
         self._session = new
         self._loop, self._pid = loop, os.getpid()
+        # a client dropped without aclose() still closes its connections
+        weakref.finalize(self, _abandon, new, loop, self._pid)
         self._closer = _close_at_loop_end(new)
         await self._closer.__anext__()
         return new
@@ -300,14 +322,8 @@ class AsyncClient:
         """Forget the session of another loop (or of the parent process, after a fork)."""
         session, loop = self._session, self._loop
         self._session = self._loop = self._closer = None
-        if session is None or session.closed:
-            return
-        if self._pid == os.getpid() and loop is not None and loop.is_running():
-            # a loop still running in another thread closes its own session
-            with contextlib.suppress(RuntimeError):
-                asyncio.run_coroutine_threadsafe(session.close(), loop)
-            return
-        session.detach()  # a dead loop's (or the parent's) connections: nothing to close here
+        if session is not None:
+            _abandon(session, loop, self._pid)
 
     # -- requests ------------------------------------------------------------------------------
     async def request(

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 
 from gemgym.errors import ConfigError
 from gemgym.llm.backend import Backend, GenerationRequest, SamplingParams

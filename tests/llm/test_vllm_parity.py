@@ -21,7 +21,7 @@ pytestmark = [
     ),
 ]
 
-pytest.importorskip("httpx")
+pytest.importorskip("aiohttp")
 pytest.importorskip("transformers")
 
 

@@ -16,7 +16,7 @@ from gemgym.errors import ConfigError
 from gemgym.evaluation.scripted_server import ScriptedChatServer
 from gemgym.multiagent import agent_policy
 
-pytest.importorskip("openai")
+pytest.importorskip("aiohttp")  # OpenAIAgent's HTTP client (gemgym[openai])
 
 
 def _kuhn_reply(body: dict[str, Any]) -> str:

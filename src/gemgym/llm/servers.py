@@ -33,20 +33,20 @@ comes back as ``Generation.failed(message)``, which ends only its own episode. A
 server says is longer than its context comes back at once (no retry) as an empty generation with
 ``finish_reason="length"``, so the episode ends as truncated.
 
-Needs ``httpx`` (``pip install "gemgym[llm-server]"``).
+Requests go through gemgym's HTTP client (:mod:`gemgym._http`, aiohttp: kept-alive connections,
+one session per event loop); needs ``pip install "gemgym[llm-server]"``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import random
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
+from gemgym._http import RETRY_STATUS, AsyncClient, RetryPolicy, TransportError
+from gemgym._http import error_detail as _error_detail
 from gemgym.errors import ConfigError
 from gemgym.llm.backend import (
     BackendCapabilities,
@@ -55,9 +55,6 @@ from gemgym.llm.backend import (
     GenerationRequest,
     SamplingParams,
 )
-
-if TYPE_CHECKING:
-    import httpx
 
 __all__ = [
     "ChatCompletionsBackend",
@@ -82,37 +79,6 @@ CONTEXT_OVERFLOW_HINTS = (
 "This model's maximum context length is N tokens", SGLang "... exceeds the maximum allowed
 length ...")."""
 
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-"""HTTP statuses worth retrying (the server is busy, restarting or broke on this request)."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How a failed request is retried.
-
-    Attempt ``k`` (0-based) of a retry waits ``min(max_backoff_s, backoff_s * 2**k)`` seconds
-    times a random factor in ``[1 - jitter, 1]`` (so that many episodes failing at once do not
-    come back at once).
-    """
-
-    max_retries: int = 3
-    backoff_s: float = 0.5
-    max_backoff_s: float = 8.0
-    jitter: float = 0.5
-
-    def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries}")
-        if self.backoff_s < 0 or self.max_backoff_s < 0:
-            raise ConfigError("backoff_s and max_backoff_s must be >= 0")
-        if not 0.0 <= self.jitter <= 1.0:
-            raise ConfigError(f"jitter must be in [0, 1], got {self.jitter}")
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        """Seconds to wait before retry ``attempt`` (0-based)."""
-        base = min(self.max_backoff_s, self.backoff_s * 2.0**attempt)
-        return base * (1.0 - self.jitter * rng.random())
-
 
 class _Failure(Exception):
     """A request failed; ``retry``: worth another attempt; ``overflow``: the prompt does not
@@ -122,25 +88,6 @@ class _Failure(Exception):
         super().__init__(message)
         self.retry = retry
         self.overflow = overflow
-
-
-async def _close_at_loop_end(client: httpx.AsyncClient) -> AsyncIterator[None]:
-    """Hold ``client`` open until the event loop shuts its async generators down, then close it."""
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            await client.aclose()
-
-
-def _import_httpx() -> Any:
-    try:
-        import httpx
-    except ImportError as e:
-        from gemgym.errors import missing_dependency
-
-        raise missing_dependency("httpx", "llm-server") from e
-    return httpx
 
 
 class ServerBackend:
@@ -190,7 +137,6 @@ class ServerBackend:
             raise ConfigError("timeout_s and connect_timeout_s must be > 0")
         if max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        _import_httpx()
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout_s = float(timeout_s)
@@ -203,10 +149,19 @@ class ServerBackend:
         self._rng = random.Random(seed)
         self.extra = dict(extra or {})
         self.tokenizer = tokenizer
-        # the client and the semaphore belong to one event loop: made on first use in each
+        base = self.base_url
+        if self.path.startswith("/v1/") and base.endswith("/v1"):
+            base = base[: -len("/v1")]  # the /v1 of base_url is not doubled
+        # one session per event loop inside; the semaphore belongs to one loop too
+        self._client = AsyncClient(
+            base,
+            headers=self._headers,
+            timeout=self.timeout_s,
+            connect_timeout=self.connect_timeout_s,
+            max_connections=max_concurrency,
+            extra="llm-server",
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: httpx.AsyncClient | None = None
-        self._closer: AsyncIterator[None] | None = None
         self._slots: asyncio.Semaphore | None = None
         self.requests_sent = 0
         """Attempts sent (retries included)."""
@@ -227,61 +182,40 @@ class ServerBackend:
         raise NotImplementedError
 
     # -- the request -------------------------------------------------------------------------
-    def _url(self, path: str) -> str:
-        base = self.base_url
-        if path.startswith("/v1/") and base.endswith("/v1"):
-            base = base[: -len("/v1")]
-        return base + path
-
-    async def _ensure_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
-        if self._client is None or self._slots is None or self._loop is not loop:
-            httpx = _import_httpx()
-            # a client belongs to the event loop that made it: a new loop gets its own, and the
-            # loop closes it when it shuts down (asyncio.run closes its async generators)
-            self._client = client = httpx.AsyncClient(
-                headers=self._headers,
-                timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
-                limits=httpx.Limits(
-                    max_connections=self.max_concurrency,
-                    max_keepalive_connections=self.max_concurrency,
-                ),
-            )
-            self._slots = asyncio.Semaphore(self.max_concurrency)
-            self._loop = loop
-            self._closer = _close_at_loop_end(client)
-            await self._closer.__anext__()
-        return self._client, self._slots
+        if self._slots is None or self._loop is not loop:
+            self._slots, self._loop = asyncio.Semaphore(self.max_concurrency), loop
+        return self._slots
 
-    async def _attempt(self, client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Any:
+    async def _attempt(self, body: dict[str, Any]) -> Any:
         """One POST: the decoded JSON reply, or :class:`_Failure`."""
-        httpx = _import_httpx()
         self.requests_sent += 1
+        url = self._client.url(self.path)
         try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await client.post(url, content=json.dumps(body))
-        except (TimeoutError, httpx.TimeoutException) as e:
-            if isinstance(e, httpx.ConnectTimeout):
-                raise _Failure(
-                    f"cannot connect to {url}: no connection within {self.connect_timeout_s:g} s "
-                    "(is the server running and reachable?)",
-                    retry=True,
-                ) from e
-            raise _Failure(
-                f"the server at {url} did not answer within {self.timeout_s:g} s (raise "
-                "timeout_s if it is only slow, or check that it is not stuck)",
-                retry=True,
-            ) from e
-        except httpx.ConnectError as e:
-            raise _Failure(
-                f"cannot connect to {url}: {e} (is the server running? start it, or fix base_url)",
-                retry=True,
-            ) from e
-        except httpx.HTTPError as e:  # the connection broke mid-reply, a protocol error
-            raise _Failure(f"request to {url} failed: {type(e).__name__}: {e}", retry=True) from e
-        if response.status_code >= 400:
+            response = await self._client.post_json(self.path, body)
+        except TransportError as e:
+            if e.kind == "timeout":
+                message = (
+                    f"the server at {url} did not answer within {self.timeout_s:g} s (raise "
+                    "timeout_s if it is only slow, or check that it is not stuck)"
+                )
+            elif e.kind == "connect" and e.seconds is not None:
+                message = (
+                    f"cannot connect to {url}: no connection within {e.seconds:g} s (is the "
+                    "server running and reachable?)"
+                )
+            elif e.kind == "connect":
+                message = (
+                    f"cannot connect to {url}: {e.detail} (is the server running? start it, or "
+                    "fix base_url)"
+                )
+            else:  # the connection broke mid-reply, a protocol error
+                message = f"request to {url} failed: {e.detail}"
+            raise _Failure(message, retry=True) from e
+        if response.status >= 400:
             detail = _error_detail(response.text)
-            status = response.status_code
+            status = response.status
             if status in (400, 413, 422) and _is_context_overflow(detail):
                 raise _Failure(detail, retry=False, overflow=True)
             raise _Failure(
@@ -304,13 +238,11 @@ class ServerBackend:
             body = self._body(request)
         except _Failure as e:
             return Generation.failed(str(e))
-        client, slots = await self._ensure_client()
-        url = self._url(self.path)
         attempt = 0
-        async with slots:
+        async with self._semaphore():
             while True:
                 try:
-                    reply = await self._attempt(client, url, body)
+                    reply = await self._attempt(body)
                     gen = self._parse(reply, request)
                 except _Failure as e:
                     if e.overflow:
@@ -336,33 +268,9 @@ class ServerBackend:
         return list(await asyncio.gather(*(self.generate(r) for r in requests)))
 
     async def aclose(self) -> None:
-        """Close the HTTP client (idempotent)."""
-        client, self._client, self._slots, self._loop = self._client, None, None, None
-        self._closer = None
-        if client is not None:
-            # a client made by an event loop that has ended has nothing left to close
-            with contextlib.suppress(RuntimeError):
-                await client.aclose()
-
-
-def _error_detail(text: str) -> str:
-    """The message of an error reply (OpenAI's ``{"error": {"message"}}``, FastAPI's
-    ``{"detail"}``, SGLang's ``{"error": {...}}`` or ``{"message"}``), else the text."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text.strip()[:500] or "(empty reply)"
-    if isinstance(data, dict):
-        err = data.get("error", data)
-        if isinstance(err, dict):
-            for key in ("message", "detail", "msg"):
-                if isinstance(err.get(key), str):
-                    return str(err[key])[:500]
-        elif isinstance(err, str):
-            return err[:500]
-        if isinstance(data.get("detail"), str):
-            return str(data["detail"])[:500]
-    return text.strip()[:500]
+        """Close the HTTP connections (idempotent)."""
+        self._slots = self._loop = None
+        await self._client.aclose()
 
 
 def _is_context_overflow(message: str) -> bool:

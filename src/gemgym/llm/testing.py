@@ -29,7 +29,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -271,18 +270,25 @@ def serve_process(
             env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
         )
     url = f"http://127.0.0.1:{port}"
+    from gemgym._http import SyncClient, TransportError
+
+    health = SyncClient(url, timeout=1.0, extra="llm-server")
     try:
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).close()
-                break
-            except OSError:
+        try:
+            while True:
+                try:
+                    if 200 <= health.get("/health").status < 300:
+                        break
+                except TransportError:
+                    pass
                 if proc.poll() is not None:
-                    raise ConfigError(f"the server exited with {proc.returncode}") from None
+                    raise ConfigError(f"the server exited with {proc.returncode}")
                 if time.monotonic() > deadline:
-                    raise ConfigError(f"the server did not start in {timeout_s:g} s") from None
+                    raise ConfigError(f"the server did not start in {timeout_s:g} s")
                 time.sleep(0.5)
+        finally:
+            health.close()
         yield url
     finally:
         proc.terminate()

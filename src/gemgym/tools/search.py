@@ -17,6 +17,10 @@ Two ways to answer a query, chosen by the constructor:
 Failures of a search (server down, timeout, bad answer) never raise: they become the
 observation ``[SearchTool Error: ...]`` with ``ok=False``, as in GEM.
 
+Requests to a server go through gemgym's HTTP client (:mod:`gemgym._http`: kept-alive
+connections shared by every call and thread); the ``url`` form needs ``pip install
+"gemgym[search]"``.
+
 Differences from GEM: requests are JSON by default (``encoding="msgpack"`` speaks GEM's
 MessagePack; ``gemgym serve-retriever`` accepts both); an empty query is an error observation instead of a search for nothing; the timeout
 covers the whole request; a query that matches nothing says so instead of returning an empty
@@ -29,10 +33,8 @@ import json
 import os
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gemgym.errors import ConfigError, missing_dependency
 from gemgym.retrieval.index import Retriever
@@ -44,6 +46,9 @@ from gemgym.tools.base import (
     check_max_output_chars,
     truncate_output,
 )
+
+if TYPE_CHECKING:
+    from gemgym._http import SyncClient
 
 __all__ = ["SearchTool", "format_documents"]
 
@@ -150,6 +155,54 @@ class SearchTool(Tool):
         self.retriever = retriever
         self.topk = topk
         self.timeout = float(timeout)
+        self._http: SyncClient | None = None
+        if self.url is not None:
+            from gemgym._http import require
+
+            require("search")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_http"] = None  # connections stay in this process; a copy opens its own
+        return state
+
+    def close(self) -> None:
+        """Close the connections to the server (idempotent; a later search opens new ones)."""
+        http, self._http = self._http, None
+        if http is not None:
+            http.close()
+
+    def post(self, body: bytes, content_type: str) -> bytes:
+        """POST ``body`` to :attr:`url`; the answer's body (raises ``RuntimeError`` with the
+        reason: no answer in time, no server, an HTTP error)."""
+        from gemgym._http import SyncClient, TransportError
+
+        assert self.url is not None  # one of url/retriever is set by __init__
+        if self._http is None:
+            self._http = SyncClient(
+                self.url,
+                timeout=self.timeout,
+                connect_timeout=self.timeout,
+                extra="search",
+                name="url",
+            )
+        try:
+            response = self._http.request(
+                "POST", body=body, content_type=content_type, headers={"Accept": content_type}
+            )
+        except TransportError as e:
+            if e.kind == "timeout" or (e.kind == "connect" and e.seconds is not None):
+                raise RuntimeError(f"search timed out after {self.timeout:g} s") from e
+            if e.kind == "connect":
+                raise RuntimeError(
+                    f"cannot reach the retrieval server at {self.url}: {e.detail}"
+                ) from e
+            raise RuntimeError(
+                f"the retrieval server at {self.url} broke the connection: {e.detail}"
+            ) from e
+        if response.status >= 400:
+            raise RuntimeError(f"server answered {response.status}: {response.text[:300]}")
+        return response.body
 
     def instructions(self) -> str:
         """GEM's search-engine instructions (think, search, information, answer)."""
@@ -166,32 +219,15 @@ class SearchTool(Tool):
         """The top-k documents for ``query`` (Search-R1 dicts); raises on failure."""
         if self.retriever is not None:
             return [h.document.to_dict() for h in self.retriever.search(query, self.topk)]
-        assert self.url is not None  # one of url/retriever is set by __init__
         payload = {"queries": [query], "topk": self.topk, "return_scores": True}
         if self.encoding == "msgpack":
             import msgpack
 
-            body, ctype = msgpack.packb(payload), "application/msgpack"
+            raw = self.post(msgpack.packb(payload), "application/msgpack")
+            answer = msgpack.unpackb(raw, raw=False)
         else:
-            body, ctype = json.dumps(payload).encode("utf-8"), "application/json"
-        request = urllib.request.Request(
-            self.url, data=body, headers={"Content-Type": ctype, "Accept": ctype}, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-            if self.encoding == "msgpack":
-                answer = msgpack.unpackb(raw, raw=False)
-            else:
-                answer = json.loads(raw.decode("utf-8"))
-        except urllib.error.HTTPError as e:
-            detail = e.read().decode("utf-8", "replace")[:300]
-            raise RuntimeError(f"server answered {e.code}: {detail}") from e
-        except (TimeoutError, urllib.error.URLError) as e:
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                raise RuntimeError(f"search timed out after {self.timeout:g} s") from e
-            raise RuntimeError(f"cannot reach the retrieval server at {self.url}: {reason}") from e
+            raw = self.post(json.dumps(payload).encode("utf-8"), "application/json")
+            answer = json.loads(raw.decode("utf-8"))
         try:
             hits = answer["result"][0]
             return [h.get("document", h) for h in hits]

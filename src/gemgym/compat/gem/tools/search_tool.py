@@ -24,8 +24,6 @@ def _gem_wire_tool(url: str, topk: int, timeout: float) -> Any:
     """gemgym's SearchTool speaking GEM's wire format: one MessagePack ``{"query", "topk",
     "return_scores"}`` per search, answered by a flat list (GEM's mosec server and ``gemgym
     serve-retriever`` both answer it)."""
-    import urllib.request
-
     from gemgym.errors import missing_dependency
     from gemgym.tools.search import SearchTool as _Search
 
@@ -37,11 +35,9 @@ def _gem_wire_tool(url: str, topk: int, timeout: float) -> Any:
     class _GemWire(_Search):
         def search(self, query: str) -> list[dict[str, Any]]:
             body = msgpack.packb({"query": query, "topk": self.topk, "return_scores": True})
-            assert self.url is not None
-            request = urllib.request.Request(self.url, data=body, method="POST")
+            raw = self.post(body, "application/msgpack")  # gemgym's HTTP client
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    result = msgpack.unpackb(response.read(), raw=False)["result"]
+                result = msgpack.unpackb(raw, raw=False)["result"]
                 return [hit["document"] for hit in result]
             except Exception as e:
                 raise RuntimeError(f"{type(e).__name__}: {e}") from e
