@@ -113,6 +113,7 @@ def test_ctrl_c_during_sft_saves_and_resume_equals_an_uninterrupted_run(
     )
     assert status == 130, err
     assert "SIGINT during SFT" in err and "--resume" in err
+    assert "stopping after the current step" in out and "checkpoint saved" not in out  # once
     resume = err.split("resume with:\n", 1)[1].strip()
     assert resume.startswith("gemgym train game:GuessTheNumber-v0-easy") and "--resume" in resume
     saved = _checkpoint(stopped)

@@ -25,12 +25,14 @@ class TrainingInterrupted(KeyboardInterrupt):
     """A run stopped on SIGINT or SIGTERM after saving its checkpoint.
 
     A :class:`KeyboardInterrupt`, so that code which stops on Ctrl-C still does; ``signal`` is
-    the signal's number, ``checkpoint`` the checkpoint written, ``message`` what happened and how
-    to resume.
+    the signal's number, ``checkpoint`` the checkpoint written, ``message`` what happened (its
+    ``str`` adds how to resume).
     """
 
     def __init__(self, signum: int, checkpoint: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(
+            f"{message}; Trainer.run(resume=True) (gemgym train ... --resume) continues the run"
+        )
         self.signal = signum
         self.checkpoint = checkpoint
         self.message = message

@@ -602,10 +602,8 @@ class Trainer:
             save_progress()
             message = (
                 f"{signal.Signals(signum).name} {phase}: checkpoint saved to "
-                f"{self.checkpoint_path} (curves in {self.out_dir}). To continue, run the same "
-                "command with --resume (Trainer.run(resume=True))"
+                f"{self.checkpoint_path} (curves in {self.out_dir})"
             )
-            self.log(message)
             return TrainingInterrupted(signum, str(self.checkpoint_path), message)
 
         if cfg.init_checkpoint and self.update == 0 and not self.sft_done:
