@@ -242,3 +242,27 @@ def test_the_curve_is_drawn_per_update_with_wall_time_on_a_second_axis(tmp_path:
     assert list(ax.lines[0].get_xdata()) == [1.0, 2.0, 3.0, 4.0, 5.0]
     (top,) = ax.child_axes  # the wall time of each update, at the top
     assert top.get_xlabel() == "wall minutes"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--estimator", "grpo", "--no-final-eval-greedy", "--dual-clip", "0", "--overlap"],
+        ["--env-kwargs", '{"partial_credit": false}', "--out", "runs/a b", "--time-budget", "60"],
+        ["--entropy-coef", "0.1", "--entropy-turns", "2", "--entropy-target", "1.5", "0.25"],
+    ],
+)
+def test_the_printed_resume_command_continues_the_same_config(flags: list[str]) -> None:
+    import argparse
+    import shlex
+
+    from gemgym.cli.train import add_arguments, config_from_args, resume_command
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = config_from_args(parser.parse_args([ENV, "--updates", "3", *flags]))
+    argv = shlex.split(resume_command(cfg))
+    assert argv[:2] == ["gemgym", "train"] and argv[-1] == "--resume"
+    again = parser.parse_args(argv[2:])
+    assert again.resume and config_from_args(again) == cfg
