@@ -124,12 +124,16 @@ class PoolSandbox(Sandbox):
             return
         # A retired worker is closed, and its replacement started, off the caller's path: the
         # slot passes to the replacement (a run that needs a worker meanwhile waits for it).
+        # With RLIMIT_NPROC (counted over the whole uid when each run starts) the old worker's
+        # processes must be gone first, or a run could count them and then fork beyond its limit.
+        if self.limiter.mode == "uid":
+            worker.close()
         threading.Thread(
             target=self._replace, args=(worker,), name="gemgym-pool-replace", daemon=True
         ).start()
 
     def _replace(self, worker: ServerProcess) -> None:
-        worker.close()
+        worker.close()  # idempotent
         fresh = None
         if not self._closed:
             try:
