@@ -8,6 +8,13 @@ for ``--sessions`` sessions stepped together by a thread vector env.
 
 Run: ``.venv/bin/python benchmarks/env_server.py [--steps 2000] [--sessions 8]``
 (needs ``pip install "gemgym[openenv]"``).
+
+``--vs-openenv``: instead, ``gemgym serve`` against OpenEnv's own server (``create_app``), each
+hosting the same echo env (OpenEnv's example env from its ``openenv init`` template; the same env
+written as a gemgym env), both in their own processes, driven by the same client (OpenEnv's async
+``GenericEnvClient``, 1, 16 and 64 sessions on one event loop) in one run, rounds interleaved:
+steps/s and p50/p99 step latency per server.
+``.venv/bin/python benchmarks/env_server.py --vs-openenv [--seconds 10] [--rounds 2]``
 """
 
 from __future__ import annotations
@@ -53,12 +60,60 @@ def _play_vector(make: object, n_envs: int, rounds: int) -> float:
     return rate
 
 
+def vs_openenv(seconds: float, rounds: int, clients: list[int]) -> None:
+    """gemgym serve vs OpenEnv's server, same echo env, same client, one run."""
+    import asyncio
+
+    from _serve_common import Load, drive, server_process
+
+    from gemgym.testing import free_port
+
+    actions = [f"hello world {i}" for i in range(101)]
+    ports = {"gemgym serve": free_port(), "OpenEnv server": free_port()}
+    kinds = {"gemgym serve": "gemgym-echo", "OpenEnv server": "openenv-echo"}
+    results: dict[tuple[str, int], Load] = {}
+    with (
+        server_process(kinds["gemgym serve"], ports["gemgym serve"]),
+        server_process(kinds["OpenEnv server"], ports["OpenEnv server"]),
+    ):
+        for n in clients:
+            for r in range(rounds):
+                order = list(ports) if r % 2 == 0 else list(reversed(ports))
+                for name in order:
+                    url = f"http://127.0.0.1:{ports[name]}"
+                    load = results.setdefault((name, n), Load())
+                    asyncio.run(drive(url, n, seconds, actions, load=load))
+    load_avg = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"echo env, {rounds} x {seconds:g} s per cell, rounds interleaved; load average {load_avg}"
+    )
+    print(f"{'clients':>8}  {'server':<16}{'steps/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    for n in clients:
+        for name in ports:
+            load = results[(name, n)]
+            print(
+                f"{n:>8}  {name:<16}{load.steps_per_s:10,.0f}{load.p50_ms:9.2f}"
+                f"{load.pct(99) * 1000:9.2f}{len(load.errors):8}"
+            )
+        ratio = (
+            results[("gemgym serve", n)].steps_per_s / results[("OpenEnv server", n)].steps_per_s
+        )
+        print(f"{'':8}  gemgym / OpenEnv steps/s: {ratio:.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--workers", type=int, default=1, help="server processes (gemgym serve)")
+    ap.add_argument("--vs-openenv", action="store_true", help="gemgym serve vs OpenEnv's server")
+    ap.add_argument("--seconds", type=float, default=10.0, help="per cell with --vs-openenv")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds with --vs-openenv")
+    ap.add_argument("--clients", default="1,16,64", help="sessions per cell with --vs-openenv")
     args = ap.parse_args()
+    if args.vs_openenv:
+        vs_openenv(args.seconds, args.rounds, [int(c) for c in args.clients.split(",")])
+        return
     from gemgym.integrations.openenv import OpenEnvEnv
     from gemgym.llm.testing import serve_process
 

@@ -192,7 +192,7 @@ def test_a_200_mib_body_is_413_and_the_server_memory_stays_flat() -> None:
             s.sendall(f"{head}Content-Length: {size}\r\n\r\n".encode())
             for _ in range(size // len(chunk)):
                 s.sendall(chunk)
-            answer = s.recv(65536).decode("latin-1")
+            answer = _read_all(s).decode("latin-1")
         grown = _rss_kib(proc.pid) - before
         assert answer.startswith("HTTP/1.1 413"), answer[:200]
         assert "larger than this server takes" in answer

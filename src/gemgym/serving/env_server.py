@@ -113,6 +113,7 @@ class _Session:
     __slots__ = (
         "busy",
         "client",
+        "closing",
         "done",
         "env",
         "episode_id",
@@ -120,6 +121,7 @@ class _Session:
         "id",
         "kind",
         "last_active",
+        "send",
         "step_count",
     )
 
@@ -134,9 +136,13 @@ class _Session:
         self.step_count = 0
         self.done = True
         self.busy = False
+        self.closing = False
+        self.send: Send | None = None  # a socket session's, for the reaper
 
 
 def _text_of(obs: Any, info: dict[str, Any]) -> str:
+    if isinstance(obs, str):
+        return obs
     from gemgym.integrations.common import observation_text
 
     return observation_text(obs, info)
@@ -307,6 +313,8 @@ class EnvServer:
     async def _open(self, kind: str, client: str) -> _Session:
         """A new session with its env built (caps checked first)."""
         self._admit(client, session=True)
+        if self._reaper is None or self._reaper.done():  # no lifespan events: start it here
+            self._reaper = asyncio.create_task(self._reap())
         session = _Session(kind, client)
         self.sessions[session.id] = session
         self._client_sessions[client] += 1
@@ -607,25 +615,12 @@ class EnvServer:
         await send({"type": "websocket.close", "code": 1013, "reason": reason})
 
     async def _ws_loop(self, session: _Session, receive: Receive, send: Send, *, mcp: bool) -> None:
-        idle = self.limits.idle_timeout_s
         depth = self.limits.max_json_depth
+        session.send = send
         while True:
             session.last_active = time.monotonic()
-            try:
-                event = await asyncio.wait_for(receive(), idle)
-            except TimeoutError:
-                self.metrics.inc("sessions_reaped", kind=session.kind)
-                message = (
-                    f"session closed: idle for {idle:g} s (the server's --idle-timeout); "
-                    "reconnect to play on"
-                )
-                if mcp:
-                    await _ws_send(send, json.dumps(_rpc_error(None, -32000, message)))
-                else:
-                    await _ws_send(send, json.dumps(_ws_error(message, "SESSION_IDLE")))
-                await send({"type": "websocket.close", "code": 4408, "reason": "idle timeout"})
-                return
-            if event["type"] == "websocket.disconnect":
+            event = await receive()  # the reaper closes the session when it idles too long
+            if event["type"] == "websocket.disconnect" or session.closing:
                 return
             text = event.get("text")
             raw: str | bytes = text if text is not None else (event.get("bytes") or b"")
@@ -638,6 +633,8 @@ class EnvServer:
                     answer = await self._ws_message(session, raw, depth)
             finally:
                 session.busy = False
+            if session.closing:
+                return
             if answer is None:
                 await send({"type": "websocket.close", "code": 1000})
                 return
@@ -702,7 +699,8 @@ class EnvServer:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                self._reaper = asyncio.create_task(self._reap())
+                if self._reaper is None:
+                    self._reaper = asyncio.create_task(self._reap())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self._reaper is not None:
@@ -716,17 +714,33 @@ class EnvServer:
                 return
 
     async def _reap(self) -> None:
-        """Close MCP-over-HTTP sessions idle longer than the idle timeout (socket sessions time
-        out in their own loop)."""
+        """Close sessions of every kind idle longer than the idle timeout (checked every
+        quarter of it, at most every 5 s); a socket session is told why, then closed (4408)."""
         idle = self.limits.idle_timeout_s
         interval = min(max(idle / 4, 0.05), 5.0)
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for session in list(self.sessions.values()):
-                if session.kind == "mcp" and not session.busy and now - session.last_active > idle:
-                    self.metrics.inc("sessions_reaped", kind="mcp")
-                    await self._close(session)
+                if session.busy or session.closing or now - session.last_active <= idle:
+                    continue
+                session.closing = True
+                self.metrics.inc("sessions_reaped", kind=session.kind)
+                if session.send is not None:
+                    message = (
+                        f"session closed: idle for {idle:g} s (the server's --idle-timeout); "
+                        "reconnect to play on"
+                    )
+                    if session.kind == "mcp_ws":
+                        text = json.dumps(_rpc_error(None, -32000, message))
+                    else:
+                        text = json.dumps(_ws_error(message, "SESSION_IDLE"))
+                    with contextlib.suppress(Exception):  # the client may be gone already
+                        await _ws_send(session.send, text)
+                        await session.send(
+                            {"type": "websocket.close", "code": 4408, "reason": "idle timeout"}
+                        )
+                await self._close(session)
 
 
 async def _ws_send(send: Send, text: str) -> None:
