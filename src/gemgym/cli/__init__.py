@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "train": ("gemgym.cli.train", "train a causal-LM policy with RL (needs gemgym[train])"),
     "serve": ("gemgym.cli.serve", "serve an env as an OpenEnv server (needs gemgym[openenv])"),
     "serve-retriever": ("gemgym.cli.serve_retriever", "serve a search corpus over HTTP"),
+    "serve-wiki": ("gemgym.cli.serve_wiki", "serve WikiGame's pages with kiwix-serve (ZIM file)"),
     "gem-run": ("gemgym.cli.gem_run", "run a GEM script unchanged (import gem -> gemgym)"),
 }
 

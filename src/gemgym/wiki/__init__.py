@@ -1,0 +1,1 @@
+"""WikiGame's pages, backends, ZIM file and kiwix-serve (see :mod:`gemgym.envs.games.wikigame`)."""
