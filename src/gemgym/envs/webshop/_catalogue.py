@@ -255,6 +255,7 @@ class _Reader:
         self.pos += 1
 
     def value(self) -> Any:
+        self.peek()  # raw_decode does not skip white space
         while True:
             try:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)

@@ -148,11 +148,10 @@ def title_nouns(title: str) -> list[str]:
     or as modifiers."""
     words = []
     for raw in title.lower().split():
-        token = raw.strip("()[]{},;:!?\"'&/|*+-–—")
-        if len(token) < 2 or not _WORD.fullmatch(token) or token in _NOT_NOUNS:
-            continue
-        words.append(token.strip(".'-"))
-    return [w for w in words if len(w) >= 2]
+        token = raw.strip("()[]{},.;:!?\"'&/|*+-–—")
+        if len(token) >= 2 and _WORD.fullmatch(token) and token not in _NOT_NOUNS:
+            words.append(token)
+    return words
 
 
 class ProductLike(Protocol):
