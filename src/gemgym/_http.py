@@ -209,14 +209,25 @@ def _env_proxy(url: str) -> str | None:
     return proxy
 
 
+_inherited: list[Any] = []
+"""What a forked child got from its parent (event loop, sessions): kept, never closed."""
+
+
 def _abandon(
     session: aiohttp.ClientSession, loop: asyncio.AbstractEventLoop | None, pid: int
 ) -> None:
     """Close a session its client no longer uses: on its loop if that still runs, else
-    forget its connections (a loop that has ended, or the parent's, after a fork)."""
+    forget its connections (a loop that has ended), or leave it be (the parent's, after a
+    fork)."""
     if session.closed:
         return
-    if pid == os.getpid() and loop is not None and loop.is_running():
+    if pid != os.getpid():
+        # the parent's session in a forked child: closing its sockets would unregister them
+        # from the epoll instance the child shares with the parent (the parent's connections
+        # would hang), and collecting them would warn; keep them, untouched
+        _inherited.append(session)
+        return
+    if loop is not None and loop.is_running():
         with contextlib.suppress(RuntimeError):
             asyncio.run_coroutine_threadsafe(session.close(), loop)
             return
@@ -422,6 +433,8 @@ def _loop() -> asyncio.AbstractEventLoop:
     global _background
     with _lock:
         if _background is None or _background[0] != os.getpid():
+            if _background is not None:  # the parent's loop, after a fork: see _abandon
+                _inherited.append(_background)
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="gemgym-http", daemon=True)
             thread.start()
