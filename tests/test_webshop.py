@@ -661,3 +661,17 @@ def test_the_shipped_catalogue_is_what_the_script_writes(tmp_path: Path) -> None
     assert len(env.catalogue) == 400 and len(env.catalogue.goals) == 600
     assert env.num_goals == 120
     assert len({p.category for p in env.catalogue.products.values()}) == 5
+
+
+def test_the_docs_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/webshop.md's examples run in order (those that need WebShop's data are marked)."""
+    import re
+
+    text = (ROOT / "docs" / "webshop.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "+SKIP" not in b]
+    assert len(blocks) == 2
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "__doc_example__"}
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"<docs/webshop.md example {i}>", "exec"), namespace)
+    assert (tmp_path / "webshop_search.html").read_text(encoding="utf-8").startswith("<!DOCTYPE")
