@@ -94,7 +94,6 @@ PREV_PAGE = "<PREV_PAGE>"
 VARIANTS = ("noregrets", "oneback", "freenav", "eidetic")
 SUMMARY_UNITS = ("characters", "words", "sentences")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-_MAX_DRAWS = 2_000
 
 
 @dataclass(frozen=True)
@@ -247,8 +246,8 @@ class WikiGameEnv(GameEnv[str]):
         lo, hi = self.config.min_distance or 1, self.config.max_distance
         if pages is not None:
             starts = [t for t in pages.titles if pages[t].links]
-            for _ in range(_MAX_DRAWS):
-                start = rng.choice(starts)
+            rng.shuffle(starts)  # the first start with targets: uniform among those
+            for start in starts:
                 dist = pages.distances_from(start)
                 targets = [
                     t
