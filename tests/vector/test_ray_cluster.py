@@ -67,19 +67,35 @@ def test_512_episodes_over_two_nodes_one_killed_mid_run(cluster: tuple[Any, list
     c, (doomed, survivor) = cluster
     specs = [EpisodeSpec(k, seed=5000 + k) for k in range(512)]
     source: Any = EnvSource.ray(GUESS, envs_per_actor=8, resources={"sandbox": 1})
-    engine = Engine(Guess(), source, concurrency=32, seed=11)
     seen: dict[str, Any] = {}
 
-    async def play() -> list[Episode]:
-        out = []
-        async for ep in engine.play(specs):
-            out.append(ep)
-            if len(out) == 128:  # a quarter in: kill a node that hosts half the envs
+    class KillMidRun(Guess):
+        """A quarter in, at turn 2 of an episode played on the doomed node, removes that node
+        and waits until Ray reports its actors dead: that episode (and any other there) is
+        then lost mid-episode."""
+
+        async def act(self, request: ActRequest) -> Action:
+            if request.episode.index >= 128 and request.turn == 2 and not seen:
+                host = request.env._call.__self__.host  # type: ignore[attr-defined]
                 nodes = source.nodes()
-                seen["before"] = nodes
-                c.remove_node(doomed)
-                seen["killed_after"] = len(out)
-        return out
+                if nodes[source._hosts.index(host)] == doomed.node_id:
+                    seen["before"] = nodes
+                    seen["at_episode"] = request.episode.index
+                    c.remove_node(doomed)
+                    deadline = time.monotonic() + 60
+                    while True:
+                        try:
+                            await host.handle.node.remote()
+                        except ray.exceptions.RayActorError:
+                            break
+                        assert time.monotonic() < deadline, "the removed node's actor answers"
+                        await asyncio.sleep(0.05)
+            return await super().act(request)
+
+    engine = Engine(KillMidRun(), source, concurrency=32, seed=11)
+
+    async def play() -> list[Episode]:
+        return [ep async for ep in engine.play(specs)]
 
     t0 = time.perf_counter()
     try:
@@ -89,13 +105,12 @@ def test_512_episodes_over_two_nodes_one_killed_mid_run(cluster: tuple[Any, list
         engine.close()
     wall = time.perf_counter() - t0
 
-    # the actors were spread over both worker nodes (the head has no "sandbox"), half on each
+    # the actors were spread over both worker nodes (the head has no "sandbox")
     before = seen["before"]
-    assert len(before) == 4 and sorted(before).count(doomed.node_id) == 2
-    assert set(before) == {doomed.node_id, survivor.node_id}
+    assert len(before) == 4 and set(before) == {doomed.node_id, survivor.node_id}
     # every lost actor was replaced on the survivor, and the episodes in flight there re-run
     assert after == [survivor.node_id] * 4
-    assert source.restarts == 2
+    assert source.restarts == before.count(doomed.node_id)
     assert source.replays >= 1
     # every planned episode is recorded once, none failed, none twice
     assert sorted(e.index for e in episodes) == list(range(512))
@@ -188,3 +203,37 @@ def test_gemgym_eval_on_the_cluster(cluster: tuple[Any, list[Any]], tmp_path: Pa
     assert ray_records == records(tmp_path / "here")
     run = json.loads((tmp_path / "ray" / "summary.json").read_text())["run"]
     assert run["ray"] == "auto"
+
+
+def test_an_env_that_raises_or_crashes_its_actor(cluster: tuple[Any, list[Any]]) -> None:
+    """An env's own exception is the episode's step error (the actor stays up); an action
+    that kills its actor each time it is played ends its episode with stage "env" after
+    ``max_replays`` re-runs (one env per actor here: envs sharing the actor would be lost with
+    it each time), and the other episodes end as on one machine."""
+    import functools
+
+    from gemgym.testing import FaultyEnv
+
+    class Faults:
+        async def act(self, request: ActRequest) -> Action:
+            if request.turn == 1 and request.episode.index in (0, 1):
+                return Action(["raise", "crash"][request.episode.index])
+            return Action("ok")
+
+    factory = functools.partial(FaultyEnv, episode_length=4)
+    source: Any = EnvSource.ray(factory, envs_per_actor=1, max_replays=2)
+    specs = [EpisodeSpec(k, seed=k) for k in range(4)]
+    engine = Engine(Faults(), source, concurrency=4)
+    try:
+        raised, crashed, *fine = asyncio.run(engine.run(specs))
+    finally:
+        engine.close()
+    assert raised.error_stage == "step" and "FaultyEnv was asked to raise" in (raised.error or "")
+    assert crashed.error_stage == "env" and "lost 3 times" in (crashed.error or "")
+    assert source.restarts == 3
+    local = Engine(Faults(), factory, concurrency=4)
+    try:
+        expected = asyncio.run(local.run(specs[2:]))  # (a crash here would end pytest)
+    finally:
+        local.close()
+    assert [e.to_dict() for e in fine] == [e.to_dict() for e in expected]

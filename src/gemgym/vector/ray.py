@@ -387,13 +387,13 @@ class _RayEnv:
                 return await getattr(handle, method).remote(self.number, *args)
             except ray.exceptions.RayActorError as e:
                 lost += 1
+                source._replace(host, generation)  # for the other envs it hosted, too
                 if lost > source.max_replays:
                     raise EnvLostError(
                         f"the Ray actor hosting {self.env_id} was lost {lost} times in one "
                         f"episode (last: {type(e).__name__}); check the cluster's nodes "
                         "(`ray status`)"
                     ) from None
-                source._replace(host, generation)
             except ray.exceptions.RayTaskError as e:  # the env itself raised
                 raise _env_error(e) from None
 
@@ -413,7 +413,10 @@ class RayEnvSource(EnvSource):
     with the same seed, options and actions (the model is not asked again), so the engine
     records it once, with the same result as on one machine. An episode reset without a seed,
     or one whose actor is lost more than ``max_replays`` times, fails with stage ``"env"``
-    (:class:`~gemgym.errors.EnvLostError`).
+    (:class:`~gemgym.errors.EnvLostError`). An env whose action kills its actor's process (a
+    crash in native code) is re-run too and kills the replacement again, so its episode fails
+    after ``max_replays`` re-runs, and the episodes sharing that actor are lost with it each
+    time: host such envs with ``envs_per_actor=1``.
 
     Args:
         env: an env id (made with ``make_kwargs``, ``wrappers=`` among them), or a factory
