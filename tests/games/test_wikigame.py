@@ -112,6 +112,12 @@ def test_reaching_the_target() -> None:
     assert (reward, terminated, truncated) == (SUCCESS_REWARD, True, False)
     assert info["success"] and "Congratulations" in obs and env.current_page is not None
     assert env.current_page.title == target
+    # GEM's helper for a fixed pair
+    assert (
+        env._reset_fixed_page(start, target)[0]
+        == env.reset(options={"start": start, "target": target})[0]
+    )
+    assert env.trawler is env.backend
 
 
 def test_moves_invalid_titles_and_format_errors() -> None:

@@ -237,6 +237,19 @@ class WikiGameEnv(GameEnv[str]):
         info["shortest_distance"] = self.shortest_distance
         return self._instructions(), info
 
+    def _reset_fixed_page(
+        self, start_page_title: str, target_page_title: str, seed: int | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """GEM's test helper: :meth:`reset` with a fixed start and target."""
+        return self.reset(
+            seed=seed, options={"start": start_page_title, "target": target_page_title}
+        )
+
+    @property
+    def trawler(self) -> WikiBackend:
+        """GEM's name for :attr:`backend`."""
+        return self.backend
+
     def _page(self, title: str) -> WikiPage | None:
         return self.backend.get_page(title)
 
