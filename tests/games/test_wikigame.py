@@ -33,7 +33,7 @@ from gemgym.envs.games.wikigame import (
 from gemgym.errors import ConfigError, EnvLostError, UnknownParameterError
 from gemgym.testing import check_env
 from gemgym.wiki.backends import InProcessBackend, KiwixBackend, MediaWikiBackend
-from gemgym.wiki.pages import PageSet, WikiPage, load_pages, parse_html, render_html
+from gemgym.wiki.pages import WikiPage, load_pages, parse_html, render_html
 
 IDS = ("game:WikiGame-v0-easy", "game:WikiGame-v0-hard")
 REPO = Path(__file__).resolve().parents[2]
@@ -496,14 +496,13 @@ def test_gemgym_serve_wiki(zim: Path, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--port" in bad.stderr
 
 
-def test_the_page_set_is_what_the_script_writes() -> None:
+def test_the_shipped_file_is_well_formed() -> None:
     rows = [
         json.loads(line)
         for line in (REPO / "src/gemgym/wiki/data/pydocs_pages.jsonl").read_text().splitlines()
     ]
-    assert (
-        PageSet(
-            [WikiPage(r["title"], r["text"], tuple(r["links"]), r["path"]) for r in rows]
-        ).digest
-        == PAGES.digest
-    )
+    assert [r["title"] for r in rows] == list(PAGES.titles)
+    assert all(set(r) == {"title", "path", "source", "text", "links"} for r in rows)
+    assert all(r["source"].endswith(".html") and len(r["text"]) <= 1000 for r in rows)
+    assert len({r["path"] for r in rows}) == len(rows) and not any("/" in r["path"] for r in rows)
+    assert rows[0]["source"].startswith("library/") and rows[-1]["source"] == "glossary.html"
