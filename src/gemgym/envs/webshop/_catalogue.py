@@ -213,10 +213,11 @@ def _open_text(path: str | Path) -> io.TextIOBase:
     return io.TextIOWrapper(open(p, "rb"), encoding="utf-8")
 
 
+_SKIP = {"": re.compile(r"[ \t\r\n]*"), ",": re.compile(r"[ \t\r\n,]*")}
+
+
 class _Reader:
     """Chunked text with a cursor, for decoding one JSON value at a time."""
-
-    _WS = " \t\r\n"
 
     def __init__(self, stream: io.TextIOBase, path: str | Path) -> None:
         self.stream = stream
@@ -240,10 +241,12 @@ class _Reader:
         return True
 
     def peek(self, skip: str = "") -> str:
-        """The next character that is not white space (or in ``skip``); ``""`` at the end."""
+        """The next character that is not white space (nor a comma with ``skip=","``); ``""``
+        at the end."""
+        pattern = _SKIP[skip]
         while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in self._WS + skip:
-                self.pos += 1
+            found = pattern.match(self.buf, self.pos)
+            self.pos = found.end() if found else self.pos
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self._more():
@@ -587,29 +590,29 @@ def load_catalogue(source: CatalogueSource) -> Catalogue:
 
 def _read(source: CatalogueSource) -> Catalogue:
     rng = random.Random(source.seed)
-    # The attribute file is keyed by asin; keep only what the kept products need.
-    raw_products: list[Mapping[str, Any]] = []
+    # Products are prepared as they stream in (the raw records, with fields WebShop drops, are
+    # never all held); their attributes are filled in from the second file afterwards.
+    products: list[Product] = []
     seen: set[str] = set()
     for raw in iter_json_records(source.products):
         asin = raw.get("asin")
         if not isinstance(asin, str) or asin in seen:
             continue
         seen.add(asin)
-        raw_products.append(raw)
-        if source.num_products is not None and len(raw_products) >= source.num_products:
+        product = product_from_raw(raw, None, rng)
+        if product is not None:
+            products.append(product)
+        if source.num_products is not None and len(seen) >= source.num_products:
             break
     attributes: dict[str, Mapping[str, Any]] = {}
     if source.attributes is not None:
         for asin, value in iter_json_items(source.attributes):
             if asin in seen and isinstance(value, Mapping):
                 attributes[asin] = value
-    products = []
-    for record in raw_products:
-        attrs = attributes.get(str(record.get("asin")), {}).get("attributes")
-        product = product_from_raw(record, attrs if isinstance(attrs, list) else None, rng)
-        if product is not None:
-            products.append(product)
-    del raw_products
+    for i, product in enumerate(products):
+        attrs = attributes.get(product.asin, {}).get("attributes")
+        if isinstance(attrs, list) and attrs:
+            products[i] = dataclasses.replace(product, attributes=tuple(str(a) for a in attrs))
     if source.human_goals:
         human: dict[str, Sequence[Mapping[str, Any]]] = {}
         if source.human_instructions is not None:

@@ -167,7 +167,9 @@ class WebShopConfig:
         if not isinstance(self.format_error_reward, int | float) or not math.isfinite(
             self.format_error_reward
         ):
-            raise ConfigError(f"format_error_reward must be a finite number, got {tol!r}")
+            raise ConfigError(
+                f"format_error_reward must be a finite number, got {self.format_error_reward!r}"
+            )
         if self.num_products is not None and (
             isinstance(self.num_products, bool)
             or not isinstance(self.num_products, int)
