@@ -141,8 +141,8 @@ class _Session:
 
 
 def _text_of(obs: Any, info: dict[str, Any]) -> str:
-    if isinstance(obs, str):
-        return obs
+    """What the model is shown (:func:`gemgym.prompting.model_view`: the observation and the
+    info's suffix)."""
     from gemgym.integrations.common import observation_text
 
     return observation_text(obs, info)

@@ -432,10 +432,9 @@ async def _deny_websocket(scope: Scope, receive: Receive, send: Send) -> None:
 # -- uvicorn --------------------------------------------------------------------------------------------
 class _TimedH11(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, closing a connection that sends no whole request head
-    within ``header_timeout_s`` (on connect and after each answer): idle or slowly trickling
-    connections cannot pile up."""
+    within the keep-alive timeout (``Limits.header_timeout_s``; on connect and after each
+    answer): idle or slowly trickling connections cannot pile up."""
 
-    header_timeout_s = 10.0
     _deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -444,7 +443,7 @@ class _TimedH11(H11Protocol):
 
     def _arm(self) -> None:
         self._disarm()
-        self._deadline = self.loop.call_later(self.header_timeout_s, self._expire)
+        self._deadline = self.loop.call_later(self.timeout_keep_alive, self._expire)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -474,10 +473,6 @@ class _TimedH11(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
-
-
-def _protocol(header_timeout_s: float) -> type[H11Protocol]:
-    return type("TimedH11", (_TimedH11,), {"header_timeout_s": header_timeout_s})
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -548,7 +543,7 @@ class Runner:
             app,
             factory=factory,
             log_level=log_level,
-            http=_protocol(limits.header_timeout_s),
+            http=_TimedH11,
             ws="websockets-sansio",
             ws_max_size=limits.max_message_bytes,
             ws_max_queue=4,
@@ -556,7 +551,7 @@ class Runner:
             ws_ping_timeout=20.0,
             ws_per_message_deflate=False,
             limit_concurrency=limits.max_connections,
-            timeout_keep_alive=int(max(1, limits.header_timeout_s)),
+            timeout_keep_alive=limits.header_timeout_s,  # type: ignore[arg-type]  # a float works
             timeout_graceful_shutdown=5,
             server_header=False,
             proxy_headers=False,
