@@ -223,14 +223,14 @@ _STATE: tuple[Any, ...] | None = None
 
 # -- state that outlives a run's processes -------------------------------------------------------
 
-_NET_COUNTERS = ("dev", "snmp", "snmp6")
-"""Per-network-namespace counters (``/proc/net``): any packet, connection or datagram changes
-them (so does every connection that could leave a socket in ``TIME_WAIT`` for a minute)."""
-_NET_SOCKETS = ("sockstat", "sockstat6", "unix")
-"""Sockets of the namespace by kind (``TCP: inuse, orphan, tw``...) and its Unix sockets. The
-TCP and UDP tables themselves (``/proc/net/tcp``) are not read: listing them walks the host's
-whole connection hash table (milliseconds), and no TCP state outlives a run without packets
-that the counters above saw."""
+_NET_COUNTERS = ("dev",)
+"""The namespace's interface counters (``/proc/net/dev``): every packet of the namespace goes
+through its loopback interface and is counted there, so any connection or datagram (and every
+connection that could leave a socket in ``TIME_WAIT`` for a minute) changes them."""
+_NET_SOCKETS = ("sockstat",)
+"""The namespace's sockets by kind (``sockets: used`` counts every socket of the namespace, Unix
+ones included). The tables themselves (``/proc/net/tcp``...) are not read: listing TCP's walks
+the host's whole connection hash table (milliseconds), and they add nothing to the above."""
 _HOST_WIDE = frozenset({"alloc", "mem", "memory", "orphan", "tw"})
 """Fields of ``sockstat`` that count the whole host on some kernels, not the namespace (a
 ``TIME_WAIT`` socket of the namespace needs packets, which ``dev`` and ``snmp`` count)."""
