@@ -18,10 +18,10 @@ after a few seconds: uvicorn after 5) is sent once more on a new connection at o
 other failure is the caller's to retry. Proxies are read from the environment
 (``HTTPS_PROXY``, ``NO_PROXY``, ...), as urllib and the OpenAI SDK do.
 
-Why aiohttp: against a chat server that answers at once, ``gemgym eval`` ran several times the
-episodes per second with aiohttp than with httpx (docs/benchmarks.md, ``benchmarks/eval.py
---client``). It is imported on first use only (``import gemgym`` stays free of it); a missing
-install names the extra to add (``pip install "gemgym[openai]"``).
+Why aiohttp: against a chat server that answers at once, ``gemgym eval`` played 1,130-1,220
+episodes/s with it on an idle machine and 89-99 with httpx (docs/benchmarks.md, ``benchmarks/eval.py
+--client aiohttp,httpx,streams``). It is imported on first use only (``import gemgym`` stays free of
+it); a missing install names the extra to add (``pip install "gemgym[openai]"``).
 """
 
 from __future__ import annotations
