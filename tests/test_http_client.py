@@ -84,7 +84,12 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path == "/drop" or (self.path == "/second-drops" and self.on_connection == 2):
                 self.close_connection = True
                 return
-            if self.path.startswith("/status/"):
+            if self.path == "/redirect":
+                self.send_response(302)
+                self.send_header("Location", "/echo")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif self.path.startswith("/status/"):
                 self._answer(int(self.path.rsplit("/", 1)[1]), b'{"error": {"message": "no"}}')
             elif self.path.startswith("/slow"):
                 time.sleep(0.2)
@@ -216,6 +221,15 @@ def test_max_connections_bounds_the_requests_in_flight(server: _Server) -> None:
     assert server.max_in_flight == 2
 
 
+def test_redirects_are_followed_and_the_answer_says_where_from(server: _Server) -> None:
+    client = SyncClient(server.url)
+    try:
+        reply = client.get("/redirect")
+    finally:
+        client.close()
+    assert reply.status == 200 and reply.url == server.url + "/echo"
+
+
 def test_settings_are_checked_and_name_the_parameter() -> None:
     with pytest.raises(ConfigError, match="base_url must be an http"):
         AsyncClient("127.0.0.1:8000")
@@ -267,6 +281,12 @@ def test_proxies_come_from_the_environment(
     finally:
         client.close()
     assert reply.text == "GET http://model.invalid:8000/v1/models HTTP/1.1"
+    loopback = SyncClient(server.url)  # a loopback server: never through the proxy
+    try:
+        assert loopback.get("/echo").status == 200
+    finally:
+        loopback.close()
+    assert server.seen[-1][0] == "GET /echo HTTP/1.1"
     monkeypatch.setenv("NO_PROXY", "model.invalid")
     with pytest.raises(TransportError) as info:  # straight to the (unresolvable) host
         SyncClient("http://model.invalid:8000/v1", timeout=5.0).get("/models")

@@ -16,7 +16,8 @@
 A POST whose kept-alive connection the server closed meanwhile (servers drop idle connections
 after a few seconds: uvicorn after 5) is sent once more on a new connection at once; every
 other failure is the caller's to retry. Proxies are read from the environment
-(``HTTPS_PROXY``, ``NO_PROXY``, ...), as urllib and the OpenAI SDK do.
+(``HTTPS_PROXY``, ``NO_PROXY``, ...), as urllib and the OpenAI SDK do, except for loopback
+servers, which are always reached directly.
 
 Why aiohttp: against a chat server that answers at once, ``gemgym eval`` played 1,130-1,220
 episodes/s with it on an idle machine and 89-99 with httpx (docs/benchmarks.md, ``benchmarks/eval.py
@@ -167,7 +168,8 @@ class TransportError(GemGymError, ConnectionError):
 
 @dataclass(frozen=True)
 class Response:
-    """An HTTP answer: its status and body (any status; the caller decides what is an error)."""
+    """An HTTP answer: its status and body (any status; the caller decides what is an error),
+    and the URL that gave it (after redirects, which are followed)."""
 
     status: int
     body: bytes
@@ -198,13 +200,14 @@ def _env_proxy(url: str) -> str | None:
     ``NO_PROXY`` covers its host), read once per client as urllib reads it per request."""
     import urllib.request
 
+    parts = urlsplit(url)
+    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        return None  # a server on this machine is never reached through a proxy
     proxies = urllib.request.getproxies_environment()
-    scheme = urlsplit(url).scheme
-    proxy = proxies.get(scheme)
+    proxy = proxies.get(parts.scheme)
     if not proxy:
         return None
-    host = urlsplit(url).netloc
-    if urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
+    if urllib.request.proxy_bypass_environment(parts.netloc, proxies):  # type: ignore[attr-defined]
         return None
     return proxy
 
@@ -371,7 +374,9 @@ class AsyncClient:
                         async with session.request(
                             method, url, data=body, headers=sent_headers, proxy=self._proxy
                         ) as r:
-                            return Response(r.status, await r.read(), where)
+                            body_read = await r.read()
+                            final = str(r.url) if r.history else where
+                            return Response(r.status, body_read, final)
                     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
                         if isinstance(e, aiohttp.ClientConnectorError) or attempt:
                             raise
