@@ -4,7 +4,10 @@
 * :class:`LMPolicy`: a causal LM writing text actions token by token, a batched policy for
   :class:`~gemgym.rl.Collector`.
 * :class:`Trainer`, :class:`TrainConfig`: SFT warm start, then on-policy RL with any estimator of
-  :mod:`gemgym.rl.advantages`; curves, checkpoints, resume. ``gemgym train`` runs it.
+  :mod:`gemgym.rl.advantages`; curves, checkpoints, resume. ``gemgym train`` runs it. The config
+  is one typed section per thing it controls (:class:`RunConfig`, :class:`PolicyConfig`,
+  :class:`RLConfig`, ...; :mod:`~gemgym.rl.trainer.config`); :func:`config_from_checkpoint`
+  reads a checkpoint's (one written before the sections too).
   :mod:`~gemgym.rl.trainer.loop` runs the parts that live in modules named after what they do
   (config, losses, logprobs, schedules, reference, collection, steps, sft, evaluation,
   checkpoint, output).
@@ -17,10 +20,25 @@ from typing import TYPE_CHECKING
 from gemgym._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from gemgym.rl.trainer.checkpoint import config_from_checkpoint
     from gemgym.rl.trainer.codec import (
         ByteTokenizer,
         Codec,
         HFCodec,
+    )
+    from gemgym.rl.trainer.config import (
+        CheckpointConfig,
+        EntropyConfig,
+        EvalConfig,
+        KLConfig,
+        OptimConfig,
+        PolicyConfig,
+        PPOConfig,
+        RLConfig,
+        RunConfig,
+        SamplingConfig,
+        SFTConfig,
+        migrate_flat_config,
     )
     from gemgym.rl.trainer.loop import (
         CURVE_FIELDS,
@@ -45,6 +63,19 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
+    "config_from_checkpoint": "gemgym.rl.trainer.checkpoint",
+    "CheckpointConfig": "gemgym.rl.trainer.config",
+    "EntropyConfig": "gemgym.rl.trainer.config",
+    "EvalConfig": "gemgym.rl.trainer.config",
+    "KLConfig": "gemgym.rl.trainer.config",
+    "OptimConfig": "gemgym.rl.trainer.config",
+    "PolicyConfig": "gemgym.rl.trainer.config",
+    "PPOConfig": "gemgym.rl.trainer.config",
+    "RLConfig": "gemgym.rl.trainer.config",
+    "RunConfig": "gemgym.rl.trainer.config",
+    "SamplingConfig": "gemgym.rl.trainer.config",
+    "SFTConfig": "gemgym.rl.trainer.config",
+    "migrate_flat_config": "gemgym.rl.trainer.config",
     "ByteTokenizer": "gemgym.rl.trainer.codec",
     "Codec": "gemgym.rl.trainer.codec",
     "HFCodec": "gemgym.rl.trainer.codec",
@@ -71,20 +102,33 @@ __all__ = [
     "CURVE_FIELDS",
     "KL_ESTIMATORS",
     "ByteTokenizer",
+    "CheckpointConfig",
     "Codec",
+    "EntropyConfig",
+    "EvalConfig",
     "FormatErrorWarning",
     "HFCodec",
+    "KLConfig",
     "LMPolicy",
+    "OptimConfig",
+    "PPOConfig",
+    "PolicyConfig",
+    "RLConfig",
     "ReferenceDistribution",
+    "RunConfig",
+    "SFTConfig",
+    "SamplingConfig",
     "TrainConfig",
     "Trainer",
     "TrainingInterrupted",
     "build_model",
     "clipped_policy_loss",
+    "config_from_checkpoint",
     "config_from_dict",
     "exact_kl_penalty",
     "format_error_share",
     "kl_penalty",
+    "migrate_flat_config",
     "observation_text",
     "plot_curves",
     "policy_gradient_loss",

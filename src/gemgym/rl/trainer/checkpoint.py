@@ -3,31 +3,62 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gemgym.errors import ConfigError
-from gemgym.rl.trainer.config import TrainConfig
+from gemgym.options import config_options
+from gemgym.rl.trainer.config import (
+    SECTIONS,
+    TrainConfig,
+    config_from_dict,
+    migrate_flat_config,
+)
 
 if TYPE_CHECKING:
     from gemgym.rl.trainer.loop import Trainer
 
-__all__ = ["MODEL_SETTINGS", "load_checkpoint", "load_model_weights", "save_checkpoint"]
+__all__ = [
+    "MODEL_SETTINGS",
+    "config_from_checkpoint",
+    "load_checkpoint",
+    "load_model_weights",
+    "save_checkpoint",
+    "saved_config",
+]
 
 MODEL_SETTINGS = (
-    "env_id",
-    "env_kwargs",
-    "model",
-    "n_layer",
-    "n_embd",
-    "n_head",
-    "n_positions",
-    "tokenizer",
-    "lora_rank",
-    "lora_alpha",
+    "run.env_id",
+    "run.env_kwargs",
+    "policy.model",
+    "policy.n_layer",
+    "policy.n_embd",
+    "policy.n_head",
+    "policy.n_positions",
+    "policy.tokenizer",
+    "policy.lora_rank",
+    "policy.lora_alpha",
 )
 """Settings a checkpoint can only be resumed with unchanged."""
+
+
+def saved_config(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The nested config dict a checkpoint's ``state`` holds: as saved, or migrated from the
+    flat form that checkpoints written before the sections hold (:func:`migrate_flat_config`)."""
+    saved = state["config"]
+    if not set(saved) & set(SECTIONS):
+        return migrate_flat_config(saved)
+    return {k: dict(v) for k, v in saved.items()}
+
+
+def config_from_checkpoint(path: Path | str) -> TrainConfig:
+    """The :class:`TrainConfig` of the run that wrote the checkpoint at ``path`` (a checkpoint
+    from before the sections too)."""
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    return config_from_dict(saved_config(state))
 
 
 def save_checkpoint(trainer: Trainer, path: Path) -> None:
@@ -44,7 +75,7 @@ def save_checkpoint(trainer: Trainer, path: Path) -> None:
         {
             "model": trainer.model.state_dict(),
             "optimizer": trainer.optimizer.state_dict(),
-            "config": asdict(trainer.config),
+            "config": trainer.config.to_dict(),
             "update": trainer.update,
             "elapsed": trainer.elapsed,
             "log_entropy_coef": trainer.log_entropy_coef,
@@ -75,13 +106,18 @@ def load_checkpoint(trainer: Trainer, path: Path) -> None:
     import torch
 
     state = torch.load(path, map_location=trainer.device, weights_only=False)
-    saved = state["config"]
-    for key in MODEL_SETTINGS:
-        # a key missing from an older checkpoint had the default of its time
-        if saved.get(key, getattr(TrainConfig, key)) != getattr(trainer.config, key):
+    saved = saved_config(state)
+    defaults = {opt.path: opt.default for opt in config_options(TrainConfig)}
+    now = trainer.config.to_dict()
+    for path_name in MODEL_SETTINGS:
+        section, name = path_name.split(".")
+        # a setting missing from a checkpoint had the default of its time (or was None)
+        was = saved.get(section, {}).get(name, defaults[path_name])
+        is_now = now[section].get(name, defaults[path_name])
+        if was != is_now:
             raise ConfigError(
-                f"checkpoint {path} was made with {key}={saved.get(key)!r}, not "
-                f"{getattr(trainer.config, key)!r}; use another out_dir or the same settings"
+                f"checkpoint {path} was made with {path_name} {was!r}, not {is_now!r}; use "
+                "another run.out_dir or the same settings"
             )
     trainer.model.load_state_dict(state["model"])
     if state.get("ref_model") is not None:

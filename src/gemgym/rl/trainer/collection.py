@@ -31,14 +31,14 @@ def make_collector(
     which sees the episodes in progress (a :class:`~gemgym.rl.trainer.hf_policy.ChatPolicy`
     plays as an engine policy: every episode of a batch in flight at once)."""
     return Collector(
-        config.env_id,
+        config.run.env_id,
         policy,
         num_envs=num_envs,
         group_size=group_size,
         seed=seed,
         history=True,
-        env_kwargs=config.env_kwargs,
-        keep_errors=config.keep_errors,
+        env_kwargs=config.run.env_kwargs,
+        keep_errors=config.rl.keep_errors,
     )
 
 

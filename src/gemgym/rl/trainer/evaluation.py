@@ -22,16 +22,16 @@ def evaluate_policy(
     greedy: bool = False,
 ) -> dict[str, float]:
     """Play ``episodes`` episodes of the config's env from seed ``seed`` on with ``policy``,
-    sampling at ``eval_temperature`` (default: as the training batches are sampled), or taking
+    sampling at ``eval.temperature`` (default: as the training batches are sampled), or taking
     the most likely token (``greedy=True``); the policy's sampling settings are restored after.
     Returns :func:`~gemgym.experience.summarize` of the episodes (failed ones included, as
     unsuccessful, with their count in ``errors``)."""
-    batch_size = min(episodes, max(64, config.episodes_per_update))
+    batch_size = min(episodes, max(64, config.rl.episodes_per_update))
     out: list[Episode] = []
     was = policy.greedy, policy.temperature, policy.min_p
     policy.greedy = greedy
-    if config.eval_temperature is not None:  # the policy's own distribution, tempered
-        policy.temperature, policy.min_p = config.eval_temperature, 0.0
+    if config.eval.temperature is not None:  # the policy's own distribution, tempered
+        policy.temperature, policy.min_p = config.eval.temperature, 0.0
     try:
         with make_collector(config, policy, batch_size, seed=seed) as col:
             while len(out) < episodes:

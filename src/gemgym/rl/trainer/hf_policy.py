@@ -55,37 +55,38 @@ __all__ = ["ChatCollector", "ChatPolicy", "load_chat_model", "save_hf_model"]
 
 
 def load_chat_model(config: TrainConfig) -> tuple[Any, HFCodec]:
-    """``(model, codec)`` of ``config.model``: the causal LM (with LoRA adapters when
-    ``config.lora_rank > 0``) and its tokenizer (:class:`HFCodec`, ``.tokenizer``)."""
-    if config.model is None:
-        raise ConfigError("load_chat_model needs config.model (a Hugging Face model)")
+    """``(model, codec)`` of ``config.policy.model``: the causal LM (with LoRA adapters when
+    ``config.policy.lora_rank > 0``) and its tokenizer (:class:`HFCodec`, ``.tokenizer``)."""
+    if config.policy.model is None:
+        raise ConfigError("load_chat_model needs policy.model (a Hugging Face model)")
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as e:  # pragma: no cover - the train extra installs it
         raise missing_dependency("transformers", "train") from e
-    _check_model_path(config.model)
+    _check_model_path(config.policy.model)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        tokenizer = AutoTokenizer.from_pretrained(config.policy.model)
     except (OSError, ValueError) as e:
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(". ")
         raise ConfigError(
-            f"model={config.model!r} (--model) could not be loaded ({reason}). Give a local "
+            f"policy.model {config.policy.model!r} could not be loaded ({reason}). Give a local "
             "Hugging Face model directory or a Hub id (offline: one already in the cache)"
         ) from e
     if getattr(tokenizer, "chat_template", None) is None:
         raise ConfigError(
-            f"the tokenizer of {config.model} has no chat template; gemgym train --model renders "
-            "episodes as chats: use an instruct/chat model (or set tokenizer.chat_template)"
+            f"the tokenizer of {config.policy.model} has no chat template; gemgym train --model "
+            "renders episodes as chats: use an instruct/chat model (or set "
+            "tokenizer.chat_template)"
         )
-    model: Any = AutoModelForCausalLM.from_pretrained(config.model)
-    if config.lora_rank:
+    model: Any = AutoModelForCausalLM.from_pretrained(config.policy.model)
+    if config.policy.lora_rank:
         try:
             from peft import LoraConfig, get_peft_model
         except ImportError as e:
             raise missing_dependency("peft", "peft") from e
         lora = LoraConfig(
-            r=config.lora_rank,
-            lora_alpha=config.lora_alpha,
+            r=config.policy.lora_rank,
+            lora_alpha=config.policy.lora_alpha,
             target_modules="all-linear",
             lora_dropout=0.0,
             task_type="CAUSAL_LM",
@@ -100,7 +101,7 @@ def _check_model_path(model: str) -> None:
     if (model.startswith(("/", "./", "../", "~")) or path.exists()) and not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise ConfigError(
-            f"model={model!r} (--model) {what}: give a local Hugging Face model "
+            f"policy.model {model!r} {what}: give a local Hugging Face model "
             "directory (with config.json and a tokenizer) or a Hub id such as "
             "'Qwen/Qwen2.5-0.5B-Instruct'"
         )

@@ -95,7 +95,6 @@ import signal
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,6 +103,7 @@ import numpy as np
 from gemgym.episodes.outcomes import derive_seed
 from gemgym.errors import ConfigError, GemGymError
 from gemgym.experience import Episode, read_jsonl
+from gemgym.options import dumps_toml
 from gemgym.rl.collector import Batch
 from gemgym.rl.tokens import TokenizedEpisode, token_weights
 from gemgym.rl.trainer import hf_policy, schedules
@@ -166,17 +166,24 @@ def format_error_share(episodes: Sequence[Episode]) -> float:
 
 
 def _check_input_files(config: TrainConfig) -> None:
-    """The files a run reads (``sft_path``, ``init_checkpoint``) exist: a clear error before
-    the model is built."""
+    """The files a run reads (``sft.path``, ``sft.init_checkpoint``) exist: a clear error
+    before the model is built."""
     given = (
-        ("sft_path", "--sft", "recorded episodes (JSONL from `gemgym run ... --out FILE.jsonl`)"),
-        ("init_checkpoint", "--init", "a checkpoint.pt written by gemgym train"),
+        (
+            "sft.path",
+            config.sft.path,
+            "recorded episodes (JSONL from `gemgym run ... --out FILE.jsonl`)",
+        ),
+        (
+            "sft.init_checkpoint",
+            config.sft.init_checkpoint,
+            "a checkpoint.pt written by gemgym train",
+        ),
     )
-    for name, flag, what in given:
-        value = getattr(config, name)
+    for name, value, what in given:
         if value is not None and not Path(value).is_file():
             why = "is a directory" if Path(value).is_dir() else "does not exist"
-            raise ConfigError(f"{name}={value!r} ({flag}) {why}: give {what}")
+            raise ConfigError(f"{name} {value!r} {why}: give {what}")
 
 
 class Trainer:
@@ -193,29 +200,31 @@ class Trainer:
         _check_input_files(config)
         self.config = config
         self.log = log or (lambda _msg: None)
-        if config.threads:
-            torch.set_num_threads(config.threads)
-        if config.device == "auto":
+        if config.run.threads:
+            torch.set_num_threads(config.run.threads)
+        if config.run.device == "auto":
             self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         else:
-            self.device = torch.device(config.device)
-        torch.manual_seed(config.seed)
+            self.device = torch.device(config.run.device)
+        torch.manual_seed(config.run.seed)
         self.model, self.codec = (
             build_model(
                 None,
-                n_layer=config.n_layer,
-                n_embd=config.n_embd,
-                n_head=config.n_head,
-                n_positions=config.n_positions,
-                tokenizer=config.tokenizer,
+                n_layer=config.policy.n_layer,
+                n_embd=config.policy.n_embd,
+                n_head=config.policy.n_head,
+                n_positions=config.policy.n_positions,
+                tokenizer=config.policy.tokenizer,
             )
-            if config.model is None
+            if config.policy.model is None
             else hf_policy.load_chat_model(config)
         )
         self.model.to(self.device)
         self.max_length = model_positions(self.model)
         self.vocab_limit: int | None = getattr(self.codec, "action_vocab_size", None)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=config.optim.lr, weight_decay=0.0
+        )
         self.learner = Learner(
             self.model,
             self.optimizer,
@@ -223,14 +232,14 @@ class Trainer:
             max_length=self.max_length,
             vocab_limit=self.vocab_limit,
             device=self.device,
-            max_grad_norm=config.max_grad_norm,
+            max_grad_norm=config.optim.max_grad_norm,
         )
         self.policy = self._make_policy(self.model)
-        self.out_dir = Path(config.out_dir)
+        self.out_dir = Path(config.run.out_dir)
         self.update = 0
         self.elapsed = 0.0
         # entropy_target: the log of the bonus coefficient, adapted after every update
-        self.log_entropy_coef = math.log(config.entropy_coef) if config.entropy_coef > 0 else 0.0
+        self.log_entropy_coef = math.log(config.entropy.coef) if config.entropy.coef > 0 else 0.0
         self.sft_done = False
         self.sft_step = 0
         """SFT steps done (a run interrupted during SFT resumes from there)."""
@@ -249,14 +258,14 @@ class Trainer:
         # the policy that collects: the model itself, or (overlap) a copy that a background
         # thread samples from while the learner steps
         self.rollout_policy = self.policy
-        if config.overlap:
+        if config.run.overlap:
             self.rollout_policy = self._make_policy(copy.deepcopy(self.model).eval())
         self.collector = make_collector(
             config,
             self.rollout_policy,
-            config.episodes_per_update,
-            seed=derive_seed(config.seed, "stream", "train") or 0,
-            group_size=config.group_size,
+            config.rl.episodes_per_update,
+            seed=derive_seed(config.run.seed, "stream", "train") or 0,
+            group_size=config.rl.group_size_for_estimator,
         )
         self.collection = BatchCollection(
             self.collector,
@@ -269,17 +278,21 @@ class Trainer:
     def _make_policy(self, model: Any) -> LMPolicy:
         cfg = self.config
         common: dict[str, Any] = {
-            "max_new_tokens": cfg.max_new_tokens,
-            "temperature": cfg.temperature,
-            "seed": cfg.seed,
+            "max_new_tokens": cfg.sampling.max_new_tokens,
+            "temperature": cfg.sampling.temperature,
+            "seed": cfg.run.seed,
             "device": self.device,
         }
         if isinstance(self.codec, HFCodec):  # --model: sampled through gemgym.llm
             return hf_policy.ChatPolicy(
-                model, self.codec, system_prompt=cfg.system_prompt, **common
+                model, self.codec, system_prompt=cfg.policy.system_prompt, **common
             )
         return LMPolicy(
-            model, self.codec, min_p=cfg.min_p, obs_max_tokens=cfg.obs_max_tokens, **common
+            model,
+            self.codec,
+            min_p=cfg.sampling.min_p,
+            obs_max_tokens=cfg.policy.obs_max_tokens,
+            **common,
         )
 
     @property
@@ -323,16 +336,18 @@ class Trainer:
         return self.learner.ppo_steps(
             tokens,
             weights,
-            epochs=cfg.epochs,
-            minibatches=cfg.minibatches,
-            clip_eps=cfg.clip_eps,
-            dual_clip=cfg.dual_clip,
-            rng=np.random.default_rng(derive_seed(cfg.seed, "stream", "minibatches", self.update)),
+            epochs=cfg.ppo.epochs,
+            minibatches=cfg.ppo.minibatches,
+            clip_eps=cfg.ppo.clip_eps,
+            dual_clip=cfg.ppo.dual_clip_bound,
+            rng=np.random.default_rng(
+                derive_seed(cfg.run.seed, "stream", "minibatches", self.update)
+            ),
             behaviour=behaviour,
             ref=ref,
-            entropy_coef=cfg.entropy_coef if entropy_coef is None else entropy_coef,
+            entropy_coef=cfg.entropy.coef if entropy_coef is None else entropy_coef,
             entropy_mask=entropy_mask,
-            kl_coef=cfg.kl_coef if kl_coef is None else kl_coef,
+            kl_coef=cfg.kl.coef if kl_coef is None else kl_coef,
         )
 
     def sft(
@@ -348,20 +363,20 @@ class Trainer:
         ``after_step``: as in :func:`~gemgym.rl.trainer.sft.supervised_fine_tune` (resuming,
         stopping early)."""
         cfg = self.config
-        self.learner.set_learning_rate(cfg.sft_lr)
+        self.learner.set_learning_rate(cfg.sft.lr)
         loss = supervised_fine_tune(
             episodes,
             steps,
             tokenize=self.policy.tokenize,
             step=self.gradient_step,
-            batch_size=cfg.sft_batch_size,
-            seed=cfg.seed,
+            batch_size=cfg.sft.batch_size,
+            seed=cfg.run.seed,
             max_length=self.max_length,
             log=self.log,
             start=start,
             after_step=after_step,
         )
-        self.learner.set_learning_rate(cfg.lr)
+        self.learner.set_learning_rate(cfg.optim.lr)
         return loss
 
     def rl_update(self) -> dict[str, Any]:
@@ -374,12 +389,12 @@ class Trainer:
         t0 = time.perf_counter()
         if self._uses_reference:
             self.scorer.reference()  # made here, never by the collection thread
-        if cfg.overlap:
+        if cfg.run.overlap:
             batch, tokens, behaviour, ref, ent_mask = self.collection.next_overlapped(
-                cfg.episodes_per_update
+                cfg.rl.episodes_per_update
             )
         else:
-            batch = self.collector.collect(cfg.episodes_per_update)
+            batch = self.collector.collect(cfg.rl.episodes_per_update)
             tokens = [self.policy.tokenize(e) for e in batch.episodes]
             behaviour = None
             ref, ent_mask = self.reference_scores(tokens)
@@ -391,12 +406,12 @@ class Trainer:
                 f"every episode of update {self.update + 1} failed{why}. Fix the env or the "
                 "policy (keep_errors / --keep-errors trains on failed episodes anyway)"
             )
-        if cfg.warmup_updates or cfg.lr_schedule != "constant":
+        if cfg.optim.warmup_updates or cfg.optim.lr_schedule != "constant":
             self.learner.set_learning_rate(self.learning_rate())
-        adv = batch.advantages(cfg.estimator, gamma=cfg.gamma)
+        adv = batch.advantages(cfg.rl.estimator, gamma=cfg.rl.gamma)
         weights = [token_weights(t, a) for t, a in zip(tokens, adv, strict=True)]
         entropy_coef, kl_coef = self.entropy_coefficient(), self.kl_coefficient()
-        if cfg.epochs * cfg.minibatches == 1 and behaviour is None:
+        if cfg.ppo.epochs * cfg.ppo.minibatches == 1 and behaviour is None:
             loss = self.gradient_step(tokens, weights, entropy_coef, kl_coef, ref, ent_mask)
         else:
             loss = self.ppo_steps(
@@ -419,14 +434,14 @@ class Trainer:
                 behaviour = self.collection.recorded_log_probs(batch, tokens)
             if behaviour is not None:
                 extra["decision_entropy"] = round(-float(behaviour[ent_mask].mean()), 4)
-        if cfg.entropy_coef:
+        if cfg.entropy.coef:
             extra["entropy_coef"] = round(entropy_coef, 5)
-        if cfg.entropy_target is not None and "decision_entropy" in extra:
+        if cfg.entropy.target is not None and "decision_entropy" in extra:
             self.adapt_entropy_coef(extra["decision_entropy"])
         return {
             **extra,
             "update": self.update,
-            "episodes": self.update * cfg.episodes_per_update,
+            "episodes": self.update * cfg.rl.episodes_per_update,
             # failed episodes (left out of the batch) count as unsuccessful
             "success": s["success_rate"] * len(batch) / (len(batch) + batch.errors),
             "errors": batch.errors,
@@ -470,10 +485,10 @@ class Trainer:
         (progress as in :meth:`learning_rate`): 0 from that share of the run on. With
         ``entropy_target``, the coefficient :meth:`adapt_entropy_coef` has reached."""
         cfg = self.config
-        if cfg.entropy_target is not None:
+        if cfg.entropy.target is not None:
             return math.exp(self.log_entropy_coef)
         return schedules.scheduled(
-            cfg.entropy_coef, cfg.entropy_schedule, cfg.entropy_decay_until, self.progress()
+            cfg.entropy.coef, cfg.entropy.schedule, cfg.entropy.decay_until, self.progress()
         )
 
     def entropy_target_now(self) -> float:
@@ -488,7 +503,7 @@ class Trainer:
         ``[1e-3, 1]``; returns the new coefficient."""
         self.log_entropy_coef = schedules.adapted_log_coef(
             self.log_entropy_coef,
-            self.config.entropy_target_lr,
+            self.config.entropy.target_lr,
             self.entropy_target_now(),
             entropy,
         )
@@ -500,14 +515,14 @@ class Trainer:
         as in :meth:`learning_rate`)."""
         cfg = self.config
         return schedules.scheduled(
-            cfg.kl_coef, cfg.kl_schedule, cfg.kl_decay_until, self.progress()
+            cfg.kl.coef, cfg.kl.schedule, cfg.kl.decay_until, self.progress()
         )
 
     # -- reference scoring -----------------------------------------------------------------
     @property
     def _uses_reference(self) -> bool:
         """Whether a frozen reference scores the batches (``kl_coef`` or ``entropy_ref_min``)."""
-        return bool(self.config.kl_coef) or self.config.entropy_ref_min is not None
+        return bool(self.config.kl.coef) or self.config.entropy.ref_min is not None
 
     def reference_scores(self, tokens: Sequence[TokenizedEpisode]) -> tuple[Any, Any]:
         """:meth:`ReferenceScorer.reference_scores` of ``tokens`` with the coefficients of the
@@ -517,7 +532,7 @@ class Trainer:
         coefficient is."""
         cfg = self.config
         kl_on = self.kl_coefficient() > 0
-        entropy_on = cfg.entropy_ref_min is not None and self.entropy_coefficient() > 0
+        entropy_on = cfg.entropy.ref_min is not None and self.entropy_coefficient() > 0
         return self.scorer.reference_scores(tokens, kl_on=kl_on, entropy_on=entropy_on)
 
     def close(self) -> None:
@@ -559,16 +574,17 @@ class Trainer:
         if resume and self.checkpoint_path.exists():
             self.load(self.checkpoint_path)
             where = (
-                f"SFT step {self.sft_step}/{cfg.sft_steps}"
-                if cfg.sft_path and not self.sft_done
+                f"SFT step {self.sft_step}/{cfg.sft.steps}"
+                if cfg.sft.path and not self.sft_done
                 else f"update {self.update}"
             )
             self.log(f"resumed at {where} ({self.elapsed:.0f} s) from {self.checkpoint_path}")
         elif resume is True:
             raise ConfigError(
-                f"nothing to resume: {self.checkpoint_path} does not exist. Give the out_dir "
-                "(--out) of the run to continue, or drop resume (--resume) to start a new run"
+                f"nothing to resume: {self.checkpoint_path} does not exist. Give the run.out_dir "
+                "of the run to continue, or drop resume (--resume) to start a new run"
             )
+        self.write_config()
         with StopRequest(self._stop_signalled) as stop:
             try:
                 return self._run(stop)
@@ -594,7 +610,7 @@ class Trainer:
             last_save = time.perf_counter()
 
         def save_due() -> bool:
-            every = cfg.checkpoint_every_s
+            every = cfg.checkpoint.every_s
             return bool(every) and time.perf_counter() - last_save >= every
 
         def interrupted(phase: str) -> TrainingInterrupted:
@@ -606,12 +622,12 @@ class Trainer:
             )
             return TrainingInterrupted(signum, str(self.checkpoint_path), message)
 
-        if cfg.init_checkpoint and self.update == 0 and not self.sft_done:
-            self.load_weights(cfg.init_checkpoint)
+        if cfg.sft.init_checkpoint and self.update == 0 and not self.sft_done:
+            self.load_weights(cfg.sft.init_checkpoint)
             self.sft_done = True
-            self.log(f"weights from {cfg.init_checkpoint}")
-        if cfg.sft_path and not self.sft_done:
-            eps = list(read_jsonl(cfg.sft_path))
+            self.log(f"weights from {cfg.sft.init_checkpoint}")
+        if cfg.sft.path and not self.sft_done:
+            eps = list(read_jsonl(cfg.sft.path))
             self.log(self._sft_plan(len(eps)))
 
             def after_sft_step(i: int) -> bool:
@@ -622,26 +638,26 @@ class Trainer:
                     save_progress()
                 return False
 
-            loss = self.sft(eps, cfg.sft_steps, start=self.sft_step, after_step=after_sft_step)
+            loss = self.sft(eps, cfg.sft.steps, start=self.sft_step, after_step=after_sft_step)
             if stop.requested:
-                raise interrupted(f"during SFT, after step {self.sft_step}/{cfg.sft_steps}")
+                raise interrupted(f"during SFT, after step {self.sft_step}/{cfg.sft.steps}")
             self.sft_done = True
             self.elapsed = time.perf_counter() - start
-            self.log(f"SFT on {len(eps)} episodes, {cfg.sft_steps} steps: loss {loss:.3f}")
+            self.log(f"SFT on {len(eps)} episodes, {cfg.sft.steps} steps: loss {loss:.3f}")
             save_progress()  # the warm start is never redone
-            if cfg.time_budget_s is not None:
+            if cfg.run.time_budget_s is not None:
                 self.log(self._budget_split())
         while True:
             if stop.requested:
                 raise interrupted(f"at update {self.update}")
             self.elapsed = time.perf_counter() - start
-            if cfg.updates is not None and self.update >= cfg.updates:
+            if cfg.run.updates is not None and self.update >= cfg.run.updates:
                 break
-            if cfg.time_budget_s is not None and self.elapsed >= cfg.time_budget_s:
+            if cfg.run.time_budget_s is not None and self.elapsed >= cfg.run.time_budget_s:
                 break
             row = self.rl_update()
-            if cfg.eval_every and self.update % cfg.eval_every == 0:
-                ev = self.evaluate(cfg.eval_episodes, seed=EVAL_SEED_BASE + 10_000_000)
+            if cfg.eval.every and self.update % cfg.eval.every == 0:
+                ev = self.evaluate(cfg.eval.every_episodes, seed=EVAL_SEED_BASE + 10_000_000)
                 row["eval_success"] = ev["success_rate"]
                 row["eval_mean_turns"] = ev["mean_turns"]
             row["time_s"] = round(time.perf_counter() - start, 2)
@@ -656,7 +672,7 @@ class Trainer:
                 f"update {row['update']:4d}  {row['time_s']:7.1f}s  success {row['success']:.2f}"
                 f"  turns {row['mean_turns']:.2f}  loss {row['loss']:+.4f}{errors}{evaluated}"
             )
-            by_updates = cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0
+            by_updates = cfg.checkpoint.every and self.update % cfg.checkpoint.every == 0
             if (by_updates or save_due()) and not stop.requested:  # else saved just below
                 save_progress()
         self.collection.stop()  # overlap: the batch collected meanwhile is not used
@@ -668,16 +684,16 @@ class Trainer:
             )
         save_progress()
         final: dict[str, Any] = {
-            "config": asdict(cfg),
+            "config": cfg.to_dict(),
             "parameters": self.num_parameters,
             "updates": self.update,
             "train_time_s": round(self.elapsed, 1),
         }
-        if cfg.final_eval_episodes:
-            final["eval"] = self.evaluate(cfg.final_eval_episodes)
+        if cfg.eval.episodes:
+            final["eval"] = self.evaluate(cfg.eval.episodes)
             self.log(f"final eval: {final['eval']}")
-            if cfg.final_eval_greedy and not stop.requested:
-                final["eval_greedy"] = self.evaluate(cfg.final_eval_episodes, greedy=True)
+            if cfg.eval.greedy and not stop.requested:
+                final["eval_greedy"] = self.evaluate(cfg.eval.episodes, greedy=True)
                 self.log(f"final eval, greedy decoding: {final['eval_greedy']}")
         if stop.requested:  # training is saved whole; a resumed run only evaluates
             raise interrupted(f"during the final evaluation, after all {self.update} updates")
@@ -690,19 +706,19 @@ class Trainer:
         """The log line before SFT: what it does and how the time budget is shared."""
         cfg = self.config
         plan = (
-            f"SFT: {cfg.sft_steps} steps of {min(cfg.sft_batch_size, episodes)} episodes "
-            f"(of {episodes}) from {cfg.sft_path}"
+            f"SFT: {cfg.sft.steps} steps of {min(cfg.sft.batch_size, episodes)} episodes "
+            f"(of {episodes}) from {cfg.sft.path}"
         )
-        if cfg.time_budget_s is None:
+        if cfg.run.time_budget_s is None:
             return plan
         return (
-            f"{plan}; the time budget of {cfg.time_budget_s:.0f} s covers SFT and RL: SFT runs "
+            f"{plan}; the time budget of {cfg.run.time_budget_s:.0f} s covers SFT and RL: SFT runs "
             "all its steps first, RL gets what is left (--sft-steps sets SFT's share)"
         )
 
     def _budget_split(self) -> str:
         """The log line after SFT: how the time budget was split between SFT and RL."""
-        budget = self.config.time_budget_s or 0.0
+        budget = self.config.run.time_budget_s or 0.0
         left = max(0.0, budget - self.elapsed)
         line = (
             f"time budget {budget:.0f} s: SFT took {self.elapsed:.0f} s "
@@ -713,9 +729,26 @@ class Trainer:
         return line
 
     # -- persistence -----------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        """Where the run's settings are written: ``out_dir/config.toml``."""
+        return self.out_dir / "config.toml"
+
+    def write_config(self) -> None:
+        """Write the run's settings, one TOML table per section, to :attr:`config_path`
+        (``gemgym train --config OUT/config.toml`` reads them back; written whole, then
+        renamed into place)."""
+        header = (
+            "The settings of this gemgym train run (every one, defaults included).\n"
+            f"Rerun or continue it with: gemgym train --config {self.config_path} [--resume]"
+        )
+        partial = self.config_path.with_name(self.config_path.name + ".partial")
+        partial.write_text(dumps_toml(self.config.to_dict(), header=header), encoding="utf-8")
+        partial.replace(self.config_path)
+
     def write_curves(self) -> None:
         """Write ``curves.csv`` and ``curves.png`` in ``out_dir``."""
-        write_curves(self.rows, self.out_dir, self.config.estimator)
+        write_curves(self.rows, self.out_dir, self.config.rl.estimator)
 
     def save(self, path: Path) -> None:
         """Save model, optimiser, counters, curves and random states."""

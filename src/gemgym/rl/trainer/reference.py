@@ -70,7 +70,7 @@ class ReferenceScorer:
 
         cfg = self.config
         ref_logp = ent_mask = None
-        if kl_on and cfg.kl_estimator == "exact":
+        if kl_on and cfg.kl.estimator == "exact":
             ids, mask = self.action_batch(tokens)
             with torch.no_grad():
                 _, ent, rows = log_probs(
@@ -78,15 +78,15 @@ class ReferenceScorer:
                 )
             ref_logp = ReferenceDistribution.from_mask(rows, mask)
             if entropy_on:
-                ent_mask = mask & (ent >= cfg.entropy_ref_min)
+                ent_mask = mask & (ent >= cfg.entropy.ref_min)
         elif entropy_on:
             logp, ent, mask = self.score_with_entropy(self.reference(), tokens)
-            ent_mask = mask & (ent >= cfg.entropy_ref_min)
+            ent_mask = mask & (ent >= cfg.entropy.ref_min)
             ref_logp = logp if kl_on else None
         elif kl_on:
             ref_logp = self.score(self.reference(), tokens)
-        if cfg.entropy_turns is not None:
-            turns = self.turn_mask(tokens, cfg.entropy_turns)
+        if cfg.entropy.turns is not None:
+            turns = self.turn_mask(tokens, cfg.entropy.turns)
             ent_mask = turns if ent_mask is None else ent_mask & turns
         return ref_logp, ent_mask
 

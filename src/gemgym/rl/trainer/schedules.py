@@ -25,20 +25,20 @@ ENTROPY_COEF_RANGE = (math.log(1e-3), 0.0)
 
 def run_progress(config: TrainConfig, update: int, elapsed: float) -> float:
     """The share of the run done: of the time budget, or of ``updates`` without one."""
-    if config.time_budget_s is not None:
-        return min(1.0, elapsed / config.time_budget_s)
-    return min(1.0, update / max(1, config.updates or 1))
+    if config.run.time_budget_s is not None:
+        return min(1.0, elapsed / config.run.time_budget_s)
+    return min(1.0, update / max(1, config.run.updates or 1))
 
 
 def learning_rate(config: TrainConfig, update: int, progress: float) -> float:
     """``lr``, times a linear warm-up over the first ``warmup_updates`` updates (``update``: the
     updates done), times ``(1 + cos(pi * progress)) / 2`` with the cosine schedule."""
     factor = 1.0
-    if config.warmup_updates:
-        factor = min(1.0, (update + 1) / config.warmup_updates)
-    if config.lr_schedule == "cosine":
+    if config.optim.warmup_updates:
+        factor = min(1.0, (update + 1) / config.optim.warmup_updates)
+    if config.optim.lr_schedule == "cosine":
         factor *= 0.5 * (1.0 + math.cos(math.pi * progress))
-    return config.lr * factor
+    return config.optim.lr * factor
 
 
 def scheduled(coef: float, schedule: str, until: float, progress: float) -> float:
@@ -51,7 +51,7 @@ def scheduled(coef: float, schedule: str, until: float, progress: float) -> floa
 def entropy_target_at(config: TrainConfig, progress: float) -> float:
     """The entropy (nats) ``entropy_target`` asks for at ``progress``: its start, moved linearly
     toward its end."""
-    start, end = config.entropy_target or (0.0, 0.0)
+    start, end = config.entropy.target_range or (0.0, 0.0)
     return start + (end - start) * progress
 
 
