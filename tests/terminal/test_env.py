@@ -349,3 +349,20 @@ def test_non_text_and_unencodable_actions_are_the_models_format_errors(task_dir:
         assert not terminated and "a?b" in obs
     finally:
         env.close()
+
+
+@needs_bwrap
+def test_a_huge_command_is_a_format_error_not_run(task_dir: Path) -> None:
+    env = TerminalEnv(path=str(task_dir), prestart=False)
+    try:
+        env.reset(seed=0)
+        huge = "```bash\n" + "echo x > /app/answer.txt\n" * 44_000 + "```"
+        started = time.monotonic()
+        obs, reward, terminated, _, info = env.step(huge)
+        assert time.monotonic() - started < 5
+        assert info["format_error"] is True and not terminated and reward == 0.0
+        assert "too long" in obs and len(obs) < 1_000
+        obs, *_ = env.step("```bash\ncat /app/answer.txt || echo missing\n```")
+        assert "missing" in obs
+    finally:
+        env.close()

@@ -144,3 +144,29 @@ def test_observation_cut(pool: PoolSandbox) -> None:
     obs, _ = _run(tool, "<python>print('x' * 100)</python>")
     assert obs.startswith("Code execution result: xx") and obs.endswith("xx\n")
     assert "characters cut ...]" in obs and len(obs) <= 80
+
+
+def test_parsing_is_the_regexes_in_linear_time() -> None:
+    """The block the two regexes find, without their quadratic time on unclosed openers."""
+    import random
+    import re
+    import time
+
+    tag = re.compile(r"<python>(.*?)</python>", re.DOTALL)
+    fence = re.compile(r"```python[ \t]*\n(.*?)```", re.DOTALL)
+
+    def by_regex(action: str) -> tuple[str, int] | None:
+        found = [m for m in (tag.search(action), fence.search(action)) if m is not None]
+        if not found:
+            return None
+        first = min(found, key=lambda m: m.end())
+        return first.group(1), first.end()
+
+    rng = random.Random(0)
+    parts = ["<python>", "</python>", "```python", "```", "\n", " ", "\t", "x", "python", "`"]
+    for _ in range(20_000):
+        action = "".join(rng.choice(parts) for _ in range(rng.randrange(12)))
+        assert parse_python_block(action) == by_regex(action), action
+    started = time.perf_counter()
+    assert parse_python_block("```python " * 100_000 + "<python>" * 100_000) is None
+    assert time.perf_counter() - started < 2.0

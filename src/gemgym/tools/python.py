@@ -36,15 +36,45 @@ _FENCE_RE = re.compile(r"```python[ \t]*\n(.*?)```", re.DOTALL)
 RESULT_PREFIX = "Code execution result: "
 
 
+def _tag_block(action: str) -> tuple[str, int] | None:
+    """``_TAG_RE.search`` in one pass (the regex is quadratic on many unclosed openers)."""
+    start = action.find("<python>")
+    if start < 0:
+        return None
+    close = action.find("</python>", start + 8)
+    if close < 0:
+        return None
+    return action[start + 8 : close], close + 9
+
+
+def _fence_block(action: str) -> tuple[str, int] | None:
+    """``_FENCE_RE.search`` in one pass (the regex is quadratic on many unclosed openers)."""
+    start = action.find("```python")
+    while start >= 0:
+        body = start + 9
+        while body < len(action) and action[body] in " \t":
+            body += 1
+        if action.startswith("\n", body):
+            close = action.find("```", body + 1)
+            if close < 0:
+                return None  # no later opener can close either
+            return action[body + 1 : close], close + 3
+        start = action.find("```python", start + 1)
+    return None
+
+
 def parse_python_block(action: str) -> tuple[str, int] | None:
-    """``(code, end)`` of the first complete Python block in ``action`` (earliest end wins)."""
+    """``(code, end)`` of the first complete Python block in ``action`` (earliest end wins).
+
+    The same blocks as ``<python>(.*?)</python>`` and ````` ```python[ \t]*\n(.*?)``` `````,
+    found in time linear in the reply's length.
+    """
     if not isinstance(action, str):
         return None
-    found = [m for m in (_TAG_RE.search(action), _FENCE_RE.search(action)) if m is not None]
+    found = [b for b in (_tag_block(action), _fence_block(action)) if b is not None]
     if not found:
         return None
-    first = min(found, key=lambda m: m.end())
-    return first.group(1), first.end()
+    return min(found, key=lambda b: b[1])
 
 
 class PythonTool(Tool):

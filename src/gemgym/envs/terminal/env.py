@@ -18,8 +18,8 @@ reward        at the end (``done``, the turn limit or the episode's time budget)
               hidden test passes, else 0.0; ``info["tests_passed"]``, ``["tests_total"]``,
               ``["fraction_passed"]``, ``["test_failures"]`` (test -> exception type). Other steps:
               0.0. An empty action, or one that is not a ``str`` (gemgym's one rule:
-              ``info["non_text_action"]`` names its type), is a format error (0.0, the
-              episode goes on)
+              ``info["non_text_action"]`` names its type), or a command over 65,536
+              characters, is a format error (0.0, the episode goes on)
 expert        replays the task's reference solution (``solution/solve.sh``), then ``done``;
               a task without one plays and grades as any other, only the expert cannot play it
 kwargs        ``task``, ``path``, ``max_turns`` (30), ``command_timeout`` (30 s),
@@ -81,6 +81,11 @@ _FORMAT = (
     "status. To type keystrokes into a running program instead, write <keys>...</keys> "
     "(\\n is Enter, ^C is Ctrl-C). When the task is complete, reply with just: done"
 )
+
+
+MAX_COMMAND_CHARS = 65_536
+"""The longest command or keystroke string run; a longer one is a format error, not run (a 2 MB
+reply of 44,000 lines would take the shell tens of seconds to read)."""
 
 
 def _encodable(text: str) -> str:
@@ -358,6 +363,13 @@ class TerminalEnv(Env[str, str]):
         if kind == "empty":
             info["format_error"] = True
             obs = "Empty action: reply with one shell command in a ```bash block, or: done"
+            return self._after(obs, info)
+        if len(payload) > MAX_COMMAND_CHARS:
+            info["format_error"] = True
+            obs = (
+                f"Command too long ({len(payload):,} characters; at most "
+                f"{MAX_COMMAND_CHARS:,}): not run. Write long content with several commands."
+            )
             return self._after(obs, info)
         started = time.monotonic()
         budget = self.config.episode_timeout - self._used
