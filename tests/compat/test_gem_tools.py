@@ -16,7 +16,7 @@ from gemgym.compat.gem.tools.base_tool import BaseTool
 from gemgym.compat.gem.tools.search_tool import SearchTool
 from gemgym.compat.gem.tools.tool_env_wrapper import ToolEnvWrapper
 from gemgym.sandbox.bwrap import bwrap_available
-from gemgym.testing import free_port, wait_for_port
+from helpers.net import free_port, wait_for_port
 
 
 class EchoTool(BaseTool):
@@ -113,7 +113,8 @@ def test_python_code_tool_gem_api() -> None:
     parsed, error, obs, raw = tool.execute_action("<python>print(1+1)</python> then text")
     assert (parsed, error, raw) == (True, False, "<python>print(1+1)</python>")
     assert obs.startswith("Code execution result: 2")
-    assert tool.execute_action("no code") == (False, True, "", "")
+    # GEM's parsed action for a reply without code is the whole reply
+    assert tool.execute_action("no code") == (False, True, "", "no code")
     assert tool.execute_action(1)[0] is False  # GEM's test passes a non-str action
     parsed, error, obs, _ = tool.execute_action("<python>while True: pass</python>")
     assert parsed and error and "timed out" in obs

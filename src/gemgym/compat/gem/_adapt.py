@@ -63,22 +63,101 @@ def _item_field(field: str) -> Callable[[Any], Any]:
     return get
 
 
-def _dataset(env: Any) -> Any:
-    source = getattr(env, "source", None)
-    if source is None:
-        raise AttributeError("dataset")
-    return getattr(source, "items", source)
-
-
 _ALIASES: dict[str, Callable[[Any], Any]] = {
     # dataset envs: GEM kept the current item's fields as attributes
     "answer": _item_field("answer"),
     "question": _item_field("question"),
+    "first_obs": _item_field("question"),
     "tests": _item_field("tests"),
-    "dataset": _dataset,
 }
 
+_ITEM_FIELDS = {
+    "answer": "answer",
+    "question": "question",
+    "first_obs": "question",
+    "tests": "tests",
+}
+"""GEM attribute -> item field: writing the attribute changes what the current item is graded by."""
+
 _OWN = frozenset({"env_id", "entry_point", "env"})
+
+QA_PROMPT = (
+    "For any question, always reason through your thought process using:\n"
+    "<think> your reasoning here </think>\n"
+    "Then, provide your final answer using:\n"
+    "<answer> your answer here </answer>\n\n"
+    "Question: {question}\n"
+)
+"""GEM's QA prompt (``gem.envs.qa_env.apply_prompt``), which GEM applies to every question."""
+
+
+class GemOrder:
+    """GEM's item order for a dataset env.
+
+    GEM shuffles the dataset once with its ``seed`` (0 unless given; ``datasets``'
+    ``shuffle``, i.e. numpy's ``default_rng(seed).permutation``), walks it in that order on
+    unseeded resets and shuffles that order again with ``seed + epoch`` after each pass. ``reset(seed=s)`` draws
+    position ``random.Random(s).randint(0, n - 1)`` (GEM seeds the global ``random`` and calls
+    ``randint``: the same number, without touching global state); math and QA envs then continue
+    from there, the code env's walk is unaffected.
+    """
+
+    def __init__(self, seed: int, *, shuffle: bool = True, follow_seeded: bool = True) -> None:
+        self.seed = int(seed)
+        self.shuffle = shuffle
+        self.follow_seeded = follow_seeded
+        self.n = -1
+        self.idx = 0
+        self.epoch = 0
+        self.order: list[int] = []
+
+    def _permute(self, seed: int) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.n))
+        import numpy as np
+
+        return [int(i) for i in np.random.default_rng(seed).permutation(self.n)]
+
+    def next_index(self, n: int, seed: int | None) -> int:
+        """The dataset index of the next item of a dataset of ``n`` items."""
+        import random
+
+        if n != self.n:  # first use, or the dataset was replaced
+            self.n, self.idx, self.epoch = n, 0, 0
+            self.order = self._permute(self.seed)
+        if seed is not None:
+            position = random.Random(seed).randint(0, n - 1)
+            if self.follow_seeded:
+                self.idx = position + 1
+            return self.order[position]
+        if self.idx >= n:
+            self.epoch += 1  # GEM shuffles its already shuffled dataset again
+            self.order = [self.order[i] for i in self._permute(self.seed + self.epoch)]
+            self.idx = 0
+        position = self.idx
+        self.idx += 1
+        return self.order[position]
+
+
+def _dataset_env(env: Any) -> Any:
+    """The unwrapped gemgym dataset env behind ``env``, or ``None``."""
+    from gemgym.envs._dataset import DatasetEnv
+
+    inner = env.unwrapped
+    return inner if isinstance(inner, DatasetEnv) else None
+
+
+def _as_hf_dataset(rows: list[dict[str, Any]]) -> Any:
+    """``rows`` as a ``datasets.Dataset`` (GEM's ``env.dataset``) when ``datasets`` is installed
+    and the rows fit one schema; else the list."""
+    try:
+        from datasets import Dataset
+    except ImportError:
+        return rows
+    try:
+        return Dataset.from_list(rows)
+    except Exception:  # mixed types in a column: the rows as they are
+        return rows
 
 
 class GemEnv(Env):
@@ -99,6 +178,8 @@ class GemEnv(Env):
         seed: int | None = None,
         no_answer_reward: float | None = None,
         base: GemEnv | None = None,
+        order: GemOrder | None = None,
+        prompt: str | None = None,
     ) -> None:
         object.__setattr__(self, "_gem_env", env)
         object.__setattr__(self, "_gem_seed", seed)
@@ -106,6 +187,10 @@ class GemEnv(Env):
         object.__setattr__(self, "_gem_base", base)
         object.__setattr__(self, "_gem_started", False)
         object.__setattr__(self, "_gem_last", None)
+        object.__setattr__(self, "_gem_order", order)
+        object.__setattr__(self, "_gem_prompt", prompt)
+        object.__setattr__(self, "_gem_overrides", {})
+        object.__setattr__(self, "_gem_dataset", None)
 
     # -- GEM's API ---------------------------------------------------------------------------
     @property
@@ -116,21 +201,47 @@ class GemEnv(Env):
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         options = kwargs.pop("options", None)
+        idx = kwargs.pop("idx", None)  # GEM's MathEnv.reset(idx=)
         for name in kwargs:
             warn_ignored("reset()", name)
         if seed is None and self._gem_seed is not None:
             seed = self._gem_seed
         object.__setattr__(self, "_gem_seed", None)
+        self._gem_overrides.clear()
+        order = self._gem_order
+        if idx is not None:
+            options = {**(options or {}), "index": int(idx)}
+            if order is not None:
+                order.idx = int(idx) + 1
+        elif order is not None and not (options and "index" in options):
+            inner = _dataset_env(self._gem_env)
+            if inner is not None:
+                options = {**(options or {}), "index": order.next_index(len(inner.source), seed)}
         obs, info = self._gem_env.reset(seed=seed, options=options)
+        if self._gem_prompt is not None and isinstance(obs, str):
+            obs = self._gem_prompt.format(question=obs)
         object.__setattr__(self, "_gem_started", True)
         object.__setattr__(self, "_gem_last", None)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if not self._gem_started:  # GEM's envs reset in __init__: a step may come first
+            overrides = dict(self._gem_overrides)  # what the script set before: keep it
             self.reset()
+            for name, value in overrides.items():
+                self._gem_set_item_field(name, value)
         last = self._gem_last
-        if last is not None:  # GEM tolerates steps after the end: the end again, no reward
+        if last is not None:
+            inner = _dataset_env(self._gem_env)
+            if inner is not None and inner.item is not None:
+                # GEM's dataset envs grade every step, also after the end (its evaluation
+                # loops set env.answer and step again): grade against the current item
+                reward, info = inner.grade(action if isinstance(action, str) else "", inner.item)
+                if self._gem_no_answer_reward is not None and info.get("format_error"):
+                    reward = self._gem_no_answer_reward
+                _, _, terminated, truncated, _ = last
+                return last[0], reward, terminated, truncated, info
+            # a game: the end again, no reward
             obs, _, terminated, truncated, info = last
             return obs, 0.0, terminated, truncated, {**info, "episode_over": True}
         obs, reward, terminated, truncated, info = self._gem_env.step(action)
@@ -139,6 +250,48 @@ class GemEnv(Env):
         if terminated or truncated:
             object.__setattr__(self, "_gem_last", (obs, reward, terminated, truncated, info))
         return obs, reward, terminated, truncated, info
+
+    def _gem_set_item_field(self, name: str, value: Any) -> bool:
+        """Set GEM attribute ``name`` on the current item of a dataset env; whether it is one."""
+        field = _ITEM_FIELDS.get(name)
+        inner = _dataset_env(self._gem_env) if field is not None else None
+        if field is None or inner is None:
+            return False
+        self._gem_overrides[name] = value
+        if inner.item is not None:
+            inner.item = {**inner.item, field: value}  # the shared dataset row stays as it was
+        return True
+
+    def _gem_get_dataset(self) -> Any:
+        """GEM's ``env.dataset``: the items (GEM's QA prompt applied) as a ``datasets.Dataset``."""
+        inner = _dataset_env(self._gem_env)
+        if inner is None:
+            raise AttributeError("dataset")
+        cached = self._gem_dataset
+        if cached is not None and cached[0] is inner.source:
+            return cached[1]
+        rows = [dict(r) for r in inner.source.items]
+        prompt = self._gem_prompt
+        if prompt is not None:
+            for row in rows:
+                question = str(row["question"])
+                for key, value in list(row.items()):
+                    if value == question:  # the question under each of its column names
+                        row[key] = prompt.format(question=question)
+        dataset = _as_hf_dataset(rows)
+        object.__setattr__(self, "_gem_dataset", (inner.source, dataset))
+        return dataset
+
+    def _gem_set_dataset(self, value: Any) -> bool:
+        inner = _dataset_env(self._gem_env)
+        if inner is None:
+            return False
+        from gemgym.envs._dataset import load_items
+
+        rows = value.to_list() if hasattr(value, "to_list") else list(value)
+        inner.source = load_items(rows, spec=inner.dataset_spec, required=inner.required_fields)
+        object.__setattr__(self, "_gem_dataset", None)
+        return True
 
     def sample_random_action(self) -> Any:
         return self._gem_env.sample_random_action()
@@ -164,6 +317,11 @@ class GemEnv(Env):
         if name.startswith(("__", "_gem_")):
             raise AttributeError(name)
         env = object.__getattribute__(self, "_gem_env")
+        if name == "dataset":
+            try:
+                return self._gem_get_dataset()
+            except AttributeError:
+                pass
         alias = _ALIASES.get(name)
         if alias is not None:
             try:
@@ -188,6 +346,10 @@ class GemEnv(Env):
             or isinstance(getattr(type(self), name, None), property)
         ):
             object.__setattr__(self, name, value)
+            return
+        if self._gem_set_item_field(name, value):
+            return
+        if name == "dataset" and self._gem_set_dataset(value):
             return
         inner = self._gem_env.unwrapped
         if hasattr(inner, name):
@@ -265,19 +427,35 @@ def wrap_gemgym(
 class AdaptedEnv(GemEnv):
     """A GEM env class backed by a gemgym env class (:attr:`gemgym_entry_point`).
 
-    ``AdaptedEnv(**kwargs)`` takes GEM's keyword arguments (translated and, where unknown,
-    ignored with a warning, as :func:`gemgym.compat.gem.envs.registration.make` does).
+    ``AdaptedEnv(*args, **kwargs)`` takes GEM's arguments: positional ones in the order of GEM's
+    constructor (:attr:`gem_params`), keywords translated and, where unknown, ignored with a
+    warning, as :func:`gemgym.compat.gem.envs.registration.make` does.
     """
 
     gemgym_entry_point: str = ""
-    no_answer_reward: float | None = None
+    gem_params: tuple[str, ...] = ()
+    """GEM's constructor parameters in order (what positional arguments mean)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        from gemgym.compat.gem.envs.registration import translate_kwargs
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from gemgym.compat.gem.envs.registration import gem_view
         from gemgym.env_spec import EnvSpec
 
+        name = type(self).__name__
+        if len(args) > len(self.gem_params):
+            raise TypeError(
+                f"{name}() takes at most {len(self.gem_params)} positional arguments "
+                f"({', '.join(self.gem_params)}), got {len(args)}"
+            )
+        for param, value in zip(self.gem_params, args, strict=False):
+            if param in kwargs:
+                raise TypeError(f"{name}() got multiple values for argument {param!r}")
+            kwargs[param] = value
         fn = EnvSpec(id="gem:Adapted", entry_point=self.gemgym_entry_point).load()
-        gemgym_kwargs, seed = translate_kwargs(fn, kwargs, f"{type(self).__name__}()")
+        view = gem_view(fn, kwargs, f"{name}()", fn)
         super().__init__(
-            fn(**gemgym_kwargs), seed=seed, no_answer_reward=type(self).no_answer_reward
+            view.gemgym_env,
+            seed=view._gem_seed,
+            no_answer_reward=view._gem_no_answer_reward,
+            order=view._gem_order,
+            prompt=view._gem_prompt,
         )

@@ -11,3 +11,15 @@ class CodeEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.code:CodeEnv``."""
 
     gemgym_entry_point = "gemgym.envs.code:CodeEnv"
+    gem_params = (
+        "dataset_name",
+        "split",
+        "dataset",
+        "question_key",
+        "test_key",
+        "seed",
+        "max_workers",
+        "max_tests",
+        "verbose",
+        "sandbox_type",
+    )

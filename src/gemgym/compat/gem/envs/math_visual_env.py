@@ -11,3 +11,13 @@ class MathVisualEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.math_visual:MathVisualEnv``."""
 
     gemgym_entry_point = "gemgym.envs.math_visual:MathVisualEnv"
+    gem_params = (
+        "dataset_name",
+        "split",
+        "dataset",
+        "image_key",
+        "question_key",
+        "answer_key",
+        "seed",
+        "use_mp",
+    )

@@ -11,4 +11,13 @@ class QaEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.qa:QaEnv``."""
 
     gemgym_entry_point = "gemgym.envs.qa:QaEnv"
-    no_answer_reward = 0.0  # GEM's reward for a reply without an answer (gemgym's: -0.1)
+    gem_params = (
+        "dataset_name",
+        "split",
+        "dataset",
+        "question_key",
+        "answer_key",
+        "seed",
+        "extract_boxed",
+        "load_from_cache_file",
+    )

@@ -11,3 +11,4 @@ class ReasoningGymEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.reasoning_gym:ReasoningGymEnv``."""
 
     gemgym_entry_point = "gemgym.envs.reasoning_gym:ReasoningGymEnv"
+    gem_params = ("name", "size", "seed")

@@ -132,8 +132,8 @@ def translate_kwargs(
         elif key == "dataset_name" and "dataset" in names:
             if value and "dataset" not in kwargs:
                 out["dataset"] = value
-        elif key in ("question_key", "answer_key") and "columns" in names:
-            columns[key.removesuffix("_key")] = value
+        elif key in ("question_key", "answer_key", "test_key") and "columns" in names:
+            columns["tests" if key == "test_key" else key.removesuffix("_key")] = value
         else:
             warn_ignored(where, key)
     if columns:
@@ -160,6 +160,48 @@ def _no_answer_reward(fn: Callable[..., Any]) -> float | None:
     return 0.0 if inspect.isclass(fn) and issubclass(fn, QaEnv) else None
 
 
+def gem_view(
+    fn: Callable[..., Any], kwargs: Mapping[str, Any], where: str, build: Callable[..., Any]
+) -> GemEnv:
+    """The GEM view of the gemgym env ``build(**translated kwargs)`` of class ``fn``.
+
+    Dataset envs get GEM's item order (``seed`` is GEM's shuffle seed, default 0; ``eval=True``
+    keeps the dataset's order, as GEM's ``MathEnv``) and QA envs GEM's prompt and reward for a
+    reply without an answer; for other envs ``seed`` seeds the first reset.
+    """
+    from gemgym.compat.gem._adapt import QA_PROMPT, GemOrder
+    from gemgym.envs._dataset import DatasetEnv
+    from gemgym.envs.code import CodeEnv
+    from gemgym.envs.qa import QaEnv
+
+    kw = dict(kwargs)
+    is_dataset = (
+        inspect.isclass(fn)
+        and issubclass(fn, DatasetEnv)
+        and "dataset_seed" not in accepted_params(fn)[0]  # reasoning-gym: seed is the data's
+    )
+    order: GemOrder | None = None
+    if is_dataset:
+        keep_order = bool(kw.pop("eval", False))
+        gem_seed = kw.pop("seed", None)
+        if "shuffle" in accepted_params(fn)[0]:
+            kw["shuffle"] = False  # the layer picks the items, in GEM's order
+        order = GemOrder(
+            0 if gem_seed is None else int(gem_seed),
+            shuffle=not keep_order,
+            follow_seeded=not (inspect.isclass(fn) and issubclass(fn, CodeEnv)),
+        )
+    gemgym_kwargs, seed = translate_kwargs(fn, kw, where)
+    is_qa = inspect.isclass(fn) and issubclass(fn, QaEnv)
+    return GemEnv(
+        build(**gemgym_kwargs),
+        seed=seed,
+        no_answer_reward=_no_answer_reward(fn),
+        order=order,
+        prompt=QA_PROMPT if is_qa else None,
+    )
+
+
 def make(env_id: str, **kwargs: Any) -> Any:
     """Build ``env_id`` with GEM's semantics (see the module docstring)."""
     env_spec = ENV_REGISTRY.get(env_id)
@@ -172,10 +214,11 @@ def make(env_id: str, **kwargs: Any) -> Any:
     if env_id in _GEMGYM_IDS:
         gspec = gemgym.spec(env_id)
         fn = gspec.load()
-        gem_kwargs, seed = translate_kwargs(fn, {**gspec.kwargs, **kwargs}, f"make({env_id!r})")
-        env = GemEnv(
-            gemgym.make(env_id, **gem_kwargs), seed=seed, no_answer_reward=_no_answer_reward(fn)
-        )
+
+        def build(**kw: Any) -> Any:
+            return gemgym.make(env_id, **kw)
+
+        env = gem_view(fn, {**gspec.kwargs, **kwargs}, f"make({env_id!r})", build)
         env.env_id = env_id
         env.entry_point = gspec.entry_point
         return env

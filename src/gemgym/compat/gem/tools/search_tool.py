@@ -4,7 +4,8 @@ As in GEM the URL may come later: ``search_url`` (or ``$SEARCH_URL``) is read on
 search; without one, that search raises ``ValueError``. Requests use GEM's wire format (one
 MessagePack ``{"query", "topk", "return_scores"}`` per search, a flat list back), so the tool
 works against GEM's retrieval server and ``gemgym serve-retriever`` alike; the documents are
-formatted by gemgym's :class:`~gemgym.tools.search.SearchTool`.
+formatted as GEM does (``Doc i(Title: first line) rest``, one line each); a failed search is
+GEM's ``[SearchTool Error: ...]`` observation.
 """
 
 from __future__ import annotations
@@ -15,9 +16,24 @@ from typing import Any
 
 from gemgym.compat.gem.tools.base_tool import GemgymTool
 
-__all__ = ["SearchTool"]
+__all__ = ["INSTRUCTIONS", "SearchTool"]
 
-_CALL = re.compile(r"<search>.*?</search>", re.DOTALL)
+_CALL = re.compile(r"<search>(.*?)</search>", re.DOTALL)
+
+INSTRUCTIONS = (
+    "You have access to a search engine to help answer questions.\n\n"
+    "Additional instructions:\n"
+    "- If your initial reasoning in <think> shows you lack some knowledge, explain what you need "
+    "to find next inside a new <think> block.\n"
+    "- Then issue a search query using:\n"
+    "  <search> your query here </search>\n"
+    "- The search engine will provide results inside:\n"
+    "  <information> ... </information>\n"
+    "- You may repeat the <think> and <search> steps as many times as needed.\n"
+    "- When you are ready, give your final answer in:\n"
+    "  <answer> your answer here </answer>"
+)
+"""GEM's instructions for the search tool, word for word."""
 
 
 def _gem_wire_tool(url: str, topk: int, timeout: float) -> Any:
@@ -70,11 +86,23 @@ class SearchTool(GemgymTool):
         return _gem_wire_tool(url, self.topk, float(self.timeout))
 
     def instruction_string(self) -> str:
-        from gemgym.tools.search import INSTRUCTIONS
-
         return INSTRUCTIONS
 
     def execute_action(self, action: Any) -> tuple[bool, bool, str, str]:
-        if isinstance(action, str) and self._tool is None and not _CALL.search(action):
+        if not isinstance(action, str):
+            return False, True, "", ""
+        match = _CALL.search(action)
+        if match is None:
             return False, True, "", ""  # no search asked for: no server needed yet
-        return super().execute_action(action)
+        query, parsed_action = match.group(1).strip(), action[: match.end()]
+        tool = self.tool  # no URL: ValueError, as GEM
+        try:
+            docs = tool.search(query)
+        except Exception as e:  # GEM reports every failure in the observation
+            return True, True, f"[SearchTool Error: {e}]", parsed_action
+        text = ""
+        for i, doc in enumerate(docs):
+            content = str(doc.get("contents", "")) if isinstance(doc, dict) else str(doc)
+            title, _, body = content.partition("\n")
+            text += f"Doc {i + 1}(Title: {title}) {body}\n"
+        return True, False, text, parsed_action

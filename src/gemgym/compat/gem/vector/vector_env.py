@@ -27,8 +27,12 @@ class AutoresetMode(enum.Enum):
 
 def _builder(env: Any) -> Any:
     inner: Any
-    if isinstance(env, GemEnv) and env._gem_no_answer_reward is not None:
-        inner = AsGemgym(env)  # keep GEM's reward, which the GEM view applies
+    if isinstance(env, GemEnv) and (
+        env._gem_no_answer_reward is not None
+        or env._gem_order is not None
+        or env._gem_prompt is not None
+    ):
+        inner = AsGemgym(env)  # keep GEM's reward, item order and prompt, which the view applies
     else:
         inner, _, _, _ = to_gemgym(env)
 
@@ -46,12 +50,16 @@ class VectorEnv:
     def __init__(
         self,
         env_ids: Sequence[str],
-        envs: Sequence[Any] | None = None,
         env_fns: Sequence[Any] | None = None,
-        autoreset_mode: AutoresetMode = AutoresetMode.SAME_STEP,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        *,
+        envs: Sequence[Any] | None = None,
     ) -> None:
         from gemgym.vector import make_vector_env
 
+        if isinstance(autoreset_mode, str):  # GEM takes the enum or its value
+            autoreset_mode = AutoresetMode(autoreset_mode)
+        self.env_fns = list(env_fns or ())
         if envs is None:
             envs = [fn() for fn in env_fns or ()]
         self.env_ids = list(env_ids)
@@ -87,6 +95,8 @@ class VectorEnv:
         ):
             seed = self._first_seeds
         self._first_seeds = None
+        if isinstance(seed, int):  # GEM: env i is seeded with seed + i
+            seed = [seed + i for i in range(self.num_envs)]
         obs, infos = self._venv.reset(seed=seed, options=options)
         return list(obs), list(infos)
 

@@ -11,3 +11,4 @@ class Game2048Env(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.game2048:Game2048Env``."""
 
     gemgym_entry_point = "gemgym.envs.games.game2048:Game2048Env"
+    gem_params = ("target_tile", "max_turns", "board_size")

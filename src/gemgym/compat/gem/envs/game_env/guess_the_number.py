@@ -11,3 +11,4 @@ class GuessTheNumberEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.guess_the_number:GuessTheNumberEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.guess_the_number:GuessTheNumberEnv"
+    gem_params = ("min_number", "max_number", "max_turns")

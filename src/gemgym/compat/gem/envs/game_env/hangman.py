@@ -11,3 +11,4 @@ class HangmanEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.hangman:HangmanEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.hangman:HangmanEnv"
+    gem_params = ("word_length", "hardcore", "max_turns")

@@ -11,3 +11,4 @@ class MastermindEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.mastermind:MastermindEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.mastermind:MastermindEnv"
+    gem_params = ("code_length", "num_numbers", "duplicate_numbers", "max_turns")

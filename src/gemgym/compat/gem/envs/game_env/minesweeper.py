@@ -11,3 +11,4 @@ class MinesweeperEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.minesweeper:MinesweeperEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.minesweeper:MinesweeperEnv"
+    gem_params = ("rows", "cols", "num_mines", "max_turns")

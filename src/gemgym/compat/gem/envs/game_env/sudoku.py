@@ -11,3 +11,4 @@ class SudokuEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.sudoku:SudokuEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.sudoku:SudokuEnv"
+    gem_params = ("clues", "max_turns", "scale")

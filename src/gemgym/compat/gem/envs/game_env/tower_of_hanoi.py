@@ -11,3 +11,4 @@ class TowerofHanoiEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.tower_of_hanoi:TowerofHanoiEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.tower_of_hanoi:TowerofHanoiEnv"
+    gem_params = ("num_disks", "max_turns")

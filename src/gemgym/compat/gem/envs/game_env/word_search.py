@@ -11,3 +11,4 @@ class WordSearchEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.word_search:WordSearchEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.word_search:WordSearchEnv"
+    gem_params = ("hardcore", "max_turns", "num_words")

@@ -11,3 +11,4 @@ class WordleEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.wordle:WordleEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.wordle:WordleEnv"
+    gem_params = ("word_length", "only_real_words", "max_turns")

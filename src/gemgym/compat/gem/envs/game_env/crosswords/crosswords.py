@@ -11,3 +11,4 @@ class CrosswordsEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.crosswords:CrosswordsEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.crosswords:CrosswordsEnv"
+    gem_params = ("hardcore", "max_turns", "num_words")

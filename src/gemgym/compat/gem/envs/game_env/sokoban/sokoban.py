@@ -11,3 +11,4 @@ class SokobanEnv(AdaptedEnv):
     """GEM's constructor keywords over gemgym's ``gemgym.envs.games.sokoban:SokobanEnv``."""
 
     gemgym_entry_point = "gemgym.envs.games.sokoban:SokobanEnv"
+    gem_params = ("dim_room", "max_turns", "num_boxes")
