@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -40,8 +41,6 @@ from gemgym.errors import (
     DependencyNotInstalled,
     ModelUnavailableError,
 )
-from gemgym.evaluation.scripted_server import ScriptedChatServer
-from gemgym.testing import free_port
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -84,7 +83,11 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path == "/drop" or (self.path == "/second-drops" and self.on_connection == 2):
                 self.close_connection = True
                 return
-            if self.path == "/redirect":
+            if self.path == "/v1/models":
+                self._answer(200, json.dumps({"data": [{"id": "served"}]}).encode())
+            elif self.path == "/v1/chat/completions":
+                self._chat(json.loads(body))
+            elif self.path == "/redirect":
                 self.send_response(302)
                 self.send_header("Location", "/echo")
                 self.send_header("Content-Length", "0")
@@ -102,6 +105,25 @@ class _Handler(BaseHTTPRequestHandler):
             with server.lock:
                 server.in_flight -= 1
 
+    def _chat(self, request: dict[str, Any]) -> None:
+        """An OpenAI-compatible chat server serving model ``served``, as ``server.chat`` says:
+        ``"echo"`` (the last message back, as JSON), ``"fail"`` (HTTP 500), ``"overflow"``
+        (vLLM's context-length refusal)."""
+        server: _Server = self.server  # type: ignore[assignment]
+        if request["model"] != "served":
+            error = {"error": {"message": f"The model `{request['model']}` does not exist."}}
+            self._answer(404, json.dumps(error).encode())
+        elif server.chat == "fail":
+            self._answer(500, b'{"error": {"message": "engine crashed"}}')
+        elif server.chat == "overflow":
+            error = {"error": {"message": "This model's maximum context length is 64 tokens"}}
+            self._answer(400, json.dumps(error).encode())
+        else:
+            time.sleep(server.delay)
+            content = json.dumps(request["messages"][-1]["content"])
+            reply = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
+            self._answer(200, json.dumps(reply).encode())
+
     do_GET = do_POST = _handle
 
     def log_message(self, *args: Any) -> None:
@@ -117,6 +139,8 @@ class _Server(ThreadingHTTPServer):
         self.connections = self.arrivals = self.in_flight = self.max_in_flight = 0
         self.seen: list[tuple[str, dict[str, str]]] = []
         self.stopping = threading.Event()
+        self.chat = "echo"
+        self.delay = 0.0
 
     @property
     def url(self) -> str:
@@ -132,6 +156,12 @@ def server() -> Iterator[_Server]:
     s.stopping.set()
     s.shutdown()
     s.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 async def _using(client: AsyncClient, coro: Any) -> Any:
@@ -315,65 +345,49 @@ def test_a_missing_aiohttp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 # -- the OpenAI agent on it -----------------------------------------------------------------------
-def test_openai_agent_refuses_a_model_the_server_does_not_serve() -> None:
-    with ScriptedChatServer(models=["served"]) as s:
-        agent = OpenAIAgent(model="other", base_url=s.url)
-        try:
-            with pytest.raises(ModelUnavailableError, match="does not serve model 'other'"):
-                agent.act(["guess"], slots=[0], venv=None)  # type: ignore[arg-type]
-        finally:
-            agent.close()
+def _act(agent: OpenAIAgent, observations: list[str]) -> list[Any]:
+    slots = list(range(len(observations)))
+    return agent.act(observations, slots=slots, venv=None)  # type: ignore[arg-type]
 
 
-def test_openai_agent_failures_raise_with_the_reason() -> None:
-    with ScriptedChatServer(fail_rate=1.0) as s:
-        agent = OpenAIAgent(model="m", base_url=s.url, max_retries=1)
-        try:
-            with pytest.raises(AgentError, match=r"HTTP 500.*gave up after 2 tries"):
-                agent.act(["guess"], slots=[0], venv=None)  # type: ignore[arg-type]
-        finally:
-            agent.close()
+def test_openai_agent_refuses_a_model_the_server_does_not_serve(server: _Server) -> None:
+    agent = OpenAIAgent(model="other", base_url=server.url + "/v1")
+    try:
+        with pytest.raises(ModelUnavailableError, match="does not serve model 'other'"):
+            _act(agent, ["guess"])
+    finally:
+        agent.close()
 
 
-def test_openai_agent_context_overflow_says_what_to_do() -> None:
-    too_long = {"status": 400, "error": "This model's maximum context length is 64 tokens"}
-    with ScriptedChatServer(reply=lambda body: too_long) as s:
-        agent = OpenAIAgent(model="m", base_url=s.url)
-        try:
-            with pytest.raises(AgentError, match=r"longer than the context.*keep_history"):
-                agent.act(["guess"], slots=[0], venv=None)  # type: ignore[arg-type]
-        finally:
-            agent.close()
+def test_openai_agent_failures_raise_with_the_reason(server: _Server) -> None:
+    server.chat = "fail"
+    agent = OpenAIAgent(model="served", base_url=server.url + "/v1", max_retries=1)
+    try:
+        with pytest.raises(AgentError, match=r"HTTP 500: engine crashed.*gave up after 2 tries"):
+            _act(agent, ["guess"])
+    finally:
+        agent.close()
 
 
-def test_openai_agent_sends_a_batch_concurrently_up_to_its_limit() -> None:
-    in_flight = {"now": 0, "max": 0}
-    lock = threading.Lock()
+def test_openai_agent_context_overflow_says_what_to_do(server: _Server) -> None:
+    server.chat = "overflow"
+    agent = OpenAIAgent(model="served", base_url=server.url + "/v1")
+    try:
+        with pytest.raises(AgentError, match=r"longer than the context.*keep_history"):
+            _act(agent, ["guess"])
+    finally:
+        agent.close()
 
-    def reply(body: dict[str, Any]) -> str:
-        return json.dumps(body["messages"][-1]["content"])
 
-    with ScriptedChatServer(reply=reply, delay=0.2) as s:
-        agent = OpenAIAgent(model="m", base_url=s.url, max_concurrency=3)
-        original = agent._chat.complete
-
-        async def counted(messages: list[dict[str, Any]], seed: int | None = None) -> Any:
-            with lock:
-                in_flight["now"] += 1
-                in_flight["max"] = max(in_flight["max"], in_flight["now"])
-            try:
-                return await original(messages, seed)
-            finally:
-                with lock:
-                    in_flight["now"] -= 1
-
-        agent._chat.complete = counted  # type: ignore[method-assign]
-        try:
-            t0 = time.perf_counter()
-            replies = agent.act([f"obs {i}" for i in range(6)], slots=list(range(6)), venv=None)  # type: ignore[arg-type]
-            elapsed = time.perf_counter() - t0
-        finally:
-            agent.close()
+def test_openai_agent_sends_a_batch_concurrently_up_to_its_limit(server: _Server) -> None:
+    server.delay = 0.2
+    agent = OpenAIAgent(model="served", base_url=server.url + "/v1", max_concurrency=3)
+    try:
+        t0 = time.perf_counter()
+        replies = _act(agent, [f"obs {i}" for i in range(6)])
+        elapsed = time.perf_counter() - t0
+    finally:
+        agent.close()
     assert replies == [json.dumps(f"obs {i}") for i in range(6)]  # each reply to its own slot
-    assert in_flight["max"] == 3
+    assert server.max_in_flight == 3
     assert elapsed < 6 * 0.2  # concurrent, not one after another
