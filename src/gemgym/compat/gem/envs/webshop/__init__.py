@@ -1,0 +1,1 @@
+"""``gem.envs.webshop``: GEM's WebShop package path."""
