@@ -95,7 +95,7 @@ def serve_openenv_echo(port: int) -> None:
 def server_process(kind: str, port: int, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
     """A server in its own process, until the block ends: ``gemgym-echo``, ``openenv-echo``
     or ``gemgym`` (``gemgym serve`` with ``extra`` arguments)."""
-    from gemgym.testing import wait_for_port
+    from _testkit import wait_for_port
 
     if kind == "gemgym":
         cmd = [sys.executable, "-m", "gemgym", "serve", *extra, "--port", str(port)]

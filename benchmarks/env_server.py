@@ -65,8 +65,7 @@ def vs_openenv(seconds: float, rounds: int, clients: list[int]) -> None:
     import asyncio
 
     from _serve_common import Load, drive, server_process
-
-    from gemgym.testing import free_port
+    from _testkit import free_port
 
     actions = [f"hello world {i}" for i in range(101)]
     ports = {"gemgym serve": free_port(), "OpenEnv server": free_port()}
@@ -114,8 +113,9 @@ def main() -> None:
     if args.vs_openenv:
         vs_openenv(args.seconds, args.rounds, [int(c) for c in args.clients.split(",")])
         return
+    from _testkit import serve_process
+
     from gemgym.integrations.openenv import OpenEnvEnv
-    from gemgym.llm.testing import serve_process
 
     def command(port: int) -> list[str]:
         serve = ["serve", ENV, "--port", str(port), "--workers", str(args.workers)]

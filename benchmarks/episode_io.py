@@ -1,6 +1,6 @@
 """Slow env I/O through every front end: 64 episodes of an env whose step takes 0.2 s.
 
-The env (``bench:BlockingSleep-v0``, :class:`gemgym.vector.synthetic.BlockingSleepEnv`)
+The env (``bench:BlockingSleep-v0``, ``BlockingSleepEnv`` of ``tests/helpers/envs.py``)
 sleeps ``--step-s`` seconds in its sync ``step`` and declares ``blocking_io``, as the code,
 terminal and math envs do; episodes last ``--turns`` steps. The baseline, measured in the same
 run, is a ``thread``-backend vector env of 64 envs stepped in lockstep (every env's step at
@@ -31,12 +31,14 @@ import tempfile
 import time
 from typing import Any
 
+from _testkit import register_bench_envs
+
 import gemgym
 from gemgym.agents import FunctionAgent
 from gemgym.llm.backend import BackendCapabilities, Generation, GenerationRequest
-from gemgym.vector import make_vec, synthetic
+from gemgym.vector import make_vec
 
-assert synthetic  # importing it registers the bench:* envs
+register_bench_envs()
 
 ENV = "bench:BlockingSleep-v0"
 

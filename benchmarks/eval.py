@@ -1,6 +1,6 @@
 """``gemgym eval`` overhead: episodes/s against a chat server that answers instantly.
 
-The server (:mod:`gemgym.evaluation.scripted_server`, a separate process) answers every request
+The server (``tests/helpers/scripted_server.py``, a separate process) answers every request
 at once with ``\\boxed{5}``; on ``game:GuessTheNumber-v0-easy`` (1-10, 4 turns) that is a whole
 episode of up to 4 requests. The run is ``gemgym eval`` itself (``cli.main``, quiet), writing
 its records, summary and reports, so what is measured is the harness: HTTP client, env steps,
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from _http_alternatives import CLIENTS
+from _testkit import SCRIPTED_SERVER, free_port, wait_for_port
 
 import gemgym.evaluation.agents as chat_agents
 from gemgym.cli import main
-from gemgym.testing import free_port, wait_for_port
 
 ENV = "game:GuessTheNumber-v0-easy"
 
@@ -72,7 +72,7 @@ def main_() -> None:
             p.error(f"unknown client {name!r}")
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "gemgym.evaluation.scripted_server", "--port", str(port),
+        [sys.executable, SCRIPTED_SERVER, "--port", str(port),
          "--reply", "\\boxed{5}"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip

@@ -3,7 +3,7 @@
 Run ``.venv/bin/python benchmarks/llm_templates.py`` (CPU, about half a minute).
 
 For every template family of :mod:`gemgym.llm.testing` (ChatML, Qwen2.5, Qwen3, Llama 3) it
-rolls out 3-turn episodes (:class:`gemgym.testing.CountingEnv`) and compares the ids the model
+rolls out 3-turn episodes (``CountingEnv`` of ``tests/helpers/envs.py``) and compares the ids the model
 was conditioned on (:class:`~gemgym.llm.ChatRenderer`: sampled ids verbatim, observations
 rendered by the template) with the template's rendering of the whole conversation
 (:func:`~gemgym.llm.compare_with_full_render`):
@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from _testkit import CountingEnv
+
 from gemgym.llm import (
     BackendCapabilities,
     ChatRenderer,
@@ -37,7 +39,6 @@ from gemgym.llm import (
     rollout_tokens,
 )
 from gemgym.llm.testing import TEMPLATE_FAMILIES
-from gemgym.testing import CountingEnv
 
 EPISODES = 32
 STYLES = {

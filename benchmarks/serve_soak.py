@@ -21,8 +21,7 @@ import random
 import time
 
 from _serve_common import Load, drive, rss_mib, server_process
-
-from gemgym.testing import free_port
+from _testkit import free_port
 
 ENV = "game:GuessTheNumber-v0-hard"
 

@@ -3,7 +3,7 @@
 Run ``.venv/bin/python benchmarks/vector.py`` (``--quick`` for N = 8 and 64 with shorter runs).
 
 Envs: ``game:GuessTheNumber-v0-hard`` (the cheapest game), ``game:Sudoku-v0-easy``, and the two
-synthetic envs of :mod:`gemgym.vector.synthetic`: ``bench:CpuBound-v0`` (about 200 µs of
+synthetic envs of ``tests/helpers/envs.py``: ``bench:CpuBound-v0`` (about 200 µs of
 pure-Python work per step) and ``bench:Sleep-v0`` (sleeps 20 ms per step).
 
 Columns (env-steps/s, only the stepping is timed; autoreset is SAME_STEP, so resets are counted):
@@ -26,9 +26,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _testkit import CpuBoundEnv, register_bench_envs
+
 import gemgym
-import gemgym.vector.synthetic as synthetic
 from gemgym.vector import VectorEnv
+
+register_bench_envs()
 
 ENVS = [
     "game:GuessTheNumber-v0-hard",
@@ -185,7 +188,7 @@ def main() -> None:
     if missing:
         print(f"not registered, skipped: {missing}")
 
-    probe = synthetic.CpuBoundEnv()
+    probe = CpuBoundEnv()
     probe.reset(seed=0)
     t0 = time.perf_counter()
     for _ in range(200):

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.errors import ConfigError
-from gemgym.llm.testing import serve_process
+
+sys.path.append(str(Path(__file__).resolve().parent))  # _testkit, the shared test helpers
+from _testkit import serve_process
 
 PROMPTS = [
     "Guess the number between 1 and 20.",

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.cli import main
-from gemgym.evaluation.scripted_server import ScriptedChatServer
-from gemgym.testing import free_port
+from helpers.net import free_port
+from helpers.scripted_server import ScriptedChatServer
 
 GUESS = "game:GuessTheNumber-v0-easy"
 

@@ -13,34 +13,28 @@ replies (empty, NUL bytes, a million-digit box, 2 MB of text, unclosed boxes, no
 are an observation and a reward with a bounded observation (:func:`check_bad_actions`, or
 ``check_env(..., check_bad=True)``).
 
-Test scaffolding: :class:`CountingEnv` (a seeded episode of fixed length, the base of the
-synthetic benchmark envs in :mod:`gemgym.vector.synthetic`) and :class:`FaultyEnv`, which crashes
-its process, hangs or raises on request (for crash-isolation tests of the vector backends).
+This module holds only what env authors call; the envs and servers gemgym's own tests use
+(``CountingEnv``, ``FaultyEnv``, a scripted chat server) live in the repository's
+``tests/helpers`` and are not installed.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import pickle
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
 from gemgym.core import Env, MultimodalObservation, excerpt
-from gemgym.errors import ConfigError, GemGymError
+from gemgym.errors import GemGymError
 
 __all__ = [
     "MAX_OBS_GROWTH",
-    "CountingEnv",
     "EnvCheckError",
-    "FaultyEnv",
     "bad_actions",
     "check_bad_actions",
     "check_env",
-    "free_port",
-    "wait_for_port",
 ]
 
 
@@ -306,93 +300,3 @@ def check_env(
     # 5. close is idempotent.
     env.close()
     env.close()
-
-
-# -- test scaffolding ------------------------------------------------------------------------------
-class CountingEnv(Env[str, str]):
-    """An episode of ``episode_length`` steps with seeded observations and rewards; any action.
-
-    Observation ``"start v"`` on reset (``options={"start": v}`` sets ``v``) and ``"step t: v"``
-    after a step (``v`` from the env's own random stream, so seeding shows), reward in [0, 1) from
-    the same stream, ``terminated`` after ``episode_length`` steps.
-    """
-
-    def __init__(self, episode_length: int = 10) -> None:
-        if episode_length < 1:
-            raise ConfigError(f"episode_length must be at least 1, got {episode_length}")
-        self.episode_length = episode_length
-        self.t = 0
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        super().reset(seed=seed)
-        self.t = 0
-        first = self.rng.randrange(1000)
-        if options and "start" in options:
-            first = int(options["start"])
-        return f"start {first}", {}
-
-    def _advance(self) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self.t += 1
-        reward = self.rng.random()
-        obs = f"step {self.t}: {self.rng.randrange(1000)}"
-        return obs, reward, self.t >= self.episode_length, False, {}
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        return self._advance()
-
-    def sample_random_action(self) -> str:
-        return "any"  # every action is accepted; the episode's random stream is left alone
-
-
-class FaultyEnv(CountingEnv):
-    """A :class:`CountingEnv` that misbehaves on request, for crash-isolation tests.
-
-    The action ``"crash"`` ends its process (``os._exit(3)``), ``"hang"`` blocks for an hour,
-    ``"raise"`` raises :class:`ValueError`, ``"big:N"`` answers with an observation of ``N``
-    bytes. Not registered; build it in a worker with ``env_fns=[functools.partial(FaultyEnv)]``.
-    """
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if action.startswith("big:"):
-            obs, reward, terminated, truncated, info = self._advance()
-            return "b" * int(action[4:]), reward, terminated, truncated, info
-        if action == "crash":
-            os._exit(3)
-        if action == "hang":
-            time.sleep(3600)
-        if action == "raise":
-            raise ValueError("FaultyEnv was asked to raise")
-        return self._advance()
-
-
-# -- servers started by tests and benchmarks ------------------------------------------------------
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (for a server a test starts)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(
-    port: int, *, process: Any = None, timeout_s: float = 60.0, what: str = "the server"
-) -> None:
-    """Return once 127.0.0.1:``port`` accepts connections.
-
-    Raises :class:`~gemgym.errors.ConfigError` when ``process`` (a ``subprocess.Popen``) exits
-    first or ``timeout_s`` seconds pass; ``what`` names the server in the message.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if process is not None and process.poll() is not None:
-                raise ConfigError(f"{what} exited with {process.returncode}") from None
-            if time.monotonic() > deadline:
-                raise ConfigError(
-                    f"{what} did not listen on port {port} in {timeout_s:g} s"
-                ) from None
-            time.sleep(0.05)

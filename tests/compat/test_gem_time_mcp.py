@@ -16,7 +16,7 @@ from gemgym.compat.gem.tools.mcp_server.time_mcp import (
     _parse_dt,
     app,
 )
-from gemgym.testing import free_port, wait_for_port
+from helpers.net import free_port, wait_for_port
 
 
 def _run(name: str, **arguments: object) -> str:

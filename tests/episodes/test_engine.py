@@ -23,8 +23,8 @@ from gemgym.episodes import (
     is_success,
 )
 from gemgym.errors import ConfigError, GradingError, ModelUnavailableError, ToolError
-from gemgym.testing import CountingEnv
 from gemgym.vector import make_vec
+from helpers.envs import CountingEnv
 
 ENV = "game:GuessTheNumber-v0-hard"
 

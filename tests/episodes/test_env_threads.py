@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gemgym.episodes import Action, ActRequest, Engine, EpisodeSpec
-from gemgym.testing import CountingEnv
+from helpers.envs import CountingEnv
 
 
 class _Blocking(CountingEnv):

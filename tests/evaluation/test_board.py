@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from gemgym.cli import main
-from gemgym.evaluation.scripted_server import ScriptedChatServer
 from gemgym.registry import make
+from helpers.scripted_server import ScriptedChatServer
 
 GAMES = [
     "Crosswords",

@@ -40,7 +40,8 @@ def test_eval_against_transformers_serve_with_the_tiny_model(tmp_path: Path) -> 
     """A real OpenAI-compatible server (``transformers serve``) with the tiny model."""
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
-    from gemgym.llm.testing import build_tiny_chat_model, transformers_serve
+    from gemgym.llm.testing import build_tiny_chat_model
+    from helpers.net import transformers_serve
 
     if not Path(sys.executable).with_name("transformers").is_file():
         pytest.skip("no transformers command")
@@ -65,9 +66,9 @@ def test_eval_with_the_vllm_token_id_backend(tmp_path: Path) -> None:
     included) and the reply's token ids come back (a scripted vLLM-style server on loopback)."""
     from transformers import AutoTokenizer
 
-    from gemgym.evaluation.scripted_server import ScriptedChatServer
     from gemgym.llm.testing import build_tiny_chat_model
     from gemgym.registry import make
+    from helpers.scripted_server import ScriptedChatServer
 
     model = build_tiny_chat_model(tmp_path / "tiny")
     tok = AutoTokenizer.from_pretrained(str(model))

@@ -17,10 +17,9 @@ from gemgym.evaluation.agents import OracleAgent, RandomAgent
 from gemgym.evaluation.results import RunDir
 from gemgym.evaluation.runner import EvalConfig, Runner, plan_tasks
 from gemgym.evaluation.suites import EvalEnv
-from gemgym.testing import FaultyEnv
-from gemgym.vector import synthetic
+from helpers.envs import FaultyEnv, register_bench_envs
 
-assert synthetic  # importing it registers bench:BlockingSleep-v0
+register_bench_envs()  # bench:BlockingSleep-v0
 
 FAULTY = "evaltest:Faulty-v0"
 gemgym.register(FAULTY, FaultyEnv, kwargs={"episode_length": 2}, override=True)

@@ -19,8 +19,9 @@ import pytest
 
 import gemgym
 from gemgym.cli import main
-from gemgym.evaluation.scripted_server import ScriptedChatServer
-from gemgym.testing import FaultyEnv, free_port
+from helpers.envs import FaultyEnv
+from helpers.net import free_port
+from helpers.scripted_server import ScriptedChatServer
 
 GUESS = "game:GuessTheNumber-v0-easy"
 FAULTY = "evaltest:FaultyOutcomes-v0"

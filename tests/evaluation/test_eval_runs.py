@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gemgym.cli import main
-from gemgym.evaluation.scripted_server import ScriptedChatServer
+from helpers.scripted_server import ScriptedChatServer
 
 FIVE_ENVS = [
     "game:GuessTheNumber-v0-easy",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gemgym.cli import main
-from gemgym.evaluation.scripted_server import ScriptedChatServer
+from helpers.scripted_server import ScriptedChatServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests/: the helpers package
     import _oat_standins
 
     standins = _oat_standins.install(engine=False)  # launchpad and plasma only: vLLM is real
@@ -22,7 +23,7 @@ def main() -> None:
 
     import gemgym
     from gemgym.integrations.oat import GemgymOatActor, GemgymOatArgs
-    from gemgym.testing import CountingEnv
+    from helpers.envs import CountingEnv
 
     gemgym.register("oat-test:Counting-v0", lambda: CountingEnv(episode_length=3), override=True)
     model, save, out = sys.argv[1:4]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gemgym.testing import CountingEnv
+from helpers.envs import CountingEnv
 
 
 class VarietyEnv(CountingEnv):

@@ -57,7 +57,7 @@ from gemgym.integrations.common import env_factory  # noqa: E402
 from gemgym.llm.record import TokenEpisode  # noqa: E402
 from gemgym.llm.testing import build_tiny_chat_model  # noqa: E402
 from gemgym.llm.transformers_backend import TransformersBackend  # noqa: E402
-from gemgym.testing import free_port  # noqa: E402
+from helpers.net import free_port  # noqa: E402
 
 from .conftest import VarietyEnv  # noqa: E402
 
@@ -457,7 +457,7 @@ def test_the_actor_samples_with_oats_own_vllm_engine(tmp_path: Path) -> None:
     import json
     import subprocess
 
-    from gemgym.testing import CountingEnv
+    from helpers.envs import CountingEnv
 
     python = os.environ["GEMGYM_VLLM_PYTHON"]
     has_oat = subprocess.run([python, "-c", "import oat.types"], capture_output=True)

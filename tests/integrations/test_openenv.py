@@ -31,7 +31,8 @@ from gemgym.integrations.openenv import (  # noqa: E402
     create_app,
 )
 from gemgym.prompting import model_view  # noqa: E402
-from gemgym.testing import check_env, free_port, wait_for_port  # noqa: E402
+from gemgym.testing import check_env  # noqa: E402
+from helpers.net import free_port, wait_for_port  # noqa: E402
 
 GUESS = "game:GuessTheNumber-v0-easy"
 GUESSES = ["\\boxed{5}", "\\boxed{7}", "\\boxed{3}", "\\boxed{9}", "\\boxed{1}"]

@@ -27,7 +27,7 @@ from gemgym.errors import ConfigError, EnvLostError  # noqa: E402
 from gemgym.integrations.openenv import OpenEnvEnv  # noqa: E402
 from gemgym.integrations.openenv_pool import EndpointPool, is_lost  # noqa: E402
 from gemgym.prompting import model_view  # noqa: E402
-from gemgym.testing import free_port, wait_for_port  # noqa: E402
+from helpers.net import free_port, wait_for_port  # noqa: E402
 
 GUESS = "game:GuessTheNumber-v0-easy"
 SRC = str(Path(__file__).parents[2] / "src")

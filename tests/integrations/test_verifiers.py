@@ -23,7 +23,8 @@ pytestmark = [
 ]
 
 from gemgym.integrations.common import TextEpisode, preset_envs  # noqa: E402
-from gemgym.llm.testing import build_tiny_chat_model, serve_process  # noqa: E402
+from gemgym.llm.testing import build_tiny_chat_model  # noqa: E402
+from helpers.net import serve_process  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "verifiers"
 

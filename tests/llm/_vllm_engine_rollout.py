@@ -3,20 +3,21 @@
     python _vllm_engine_rollout.py MODEL_DIR OUT.json
 
 Writes the episodes (``TokenEpisode.to_dict``) of two envs: GuessTheNumber and a three-turn
-:class:`gemgym.testing.CountingEnv` (every reply accepted, so episodes have several turns).
+:class:`helpers.envs.CountingEnv` (every reply accepted, so episodes have several turns).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
 def play(backend: Any) -> dict[str, list[Any]]:
     """The rollouts both engines play: greedy, 4 episodes of each env."""
     from gemgym.llm import SamplingParams, rollout_tokens
-    from gemgym.testing import CountingEnv
+    from helpers.envs import CountingEnv
 
     sampling = SamplingParams(temperature=0, max_tokens=12)
     return {
@@ -70,4 +71,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # vLLM starts its engine in a spawned process
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests/: the helpers package
     main()

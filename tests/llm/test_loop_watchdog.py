@@ -14,7 +14,7 @@ import pytest
 
 from gemgym.llm.backend import BackendCapabilities, Generation, GenerationRequest, SamplingParams
 from gemgym.llm.rollout import arollout_tokens
-from gemgym.testing import CountingEnv
+from helpers.envs import CountingEnv
 
 LIMIT_S = 0.05
 

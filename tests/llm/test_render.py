@@ -13,7 +13,7 @@ from gemgym.llm.render import ChatRenderer, compare_with_full_render
 from gemgym.llm.rollout import rollout_tokens
 from gemgym.llm.testing import TEMPLATE_FAMILIES
 from gemgym.llm.transformers_backend import TransformersBackend
-from gemgym.testing import CountingEnv
+from helpers.envs import CountingEnv
 
 QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 

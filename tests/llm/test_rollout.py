@@ -16,8 +16,8 @@ from gemgym.llm.backend import BackendCapabilities, Generation, GenerationReques
 from gemgym.llm.record import read_token_jsonl, token_advantages, write_token_jsonl
 from gemgym.llm.rollout import RolloutStats, rollout_tokens
 from gemgym.llm.transformers_backend import TransformersBackend
-from gemgym.testing import CountingEnv, FaultyEnv
 from gemgym.vector import make_vector_env
+from helpers.envs import CountingEnv, FaultyEnv
 
 
 class Scripted:

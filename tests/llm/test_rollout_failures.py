@@ -11,7 +11,7 @@ from typing import Any
 from gemgym.llm.backend import SamplingParams
 from gemgym.llm.rollout import rollout_tokens
 from gemgym.llm.transformers_backend import TransformersBackend
-from gemgym.testing import CountingEnv
+from helpers.envs import CountingEnv
 
 
 class _ResetBreaks(CountingEnv):

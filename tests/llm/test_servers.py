@@ -32,7 +32,7 @@ from gemgym.llm.servers import (
     VLLMBackend,
     transformers_serve_backend,
 )
-from gemgym.testing import free_port
+from helpers.net import free_port
 
 EOS = 2
 CONTEXT = 64
@@ -490,7 +490,8 @@ def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     from transformers import AutoTokenizer
 
-    from gemgym.llm.testing import build_tiny_chat_model, transformers_serve
+    from gemgym.llm.testing import build_tiny_chat_model
+    from helpers.net import transformers_serve
 
     if not Path(sys.executable).with_name("transformers").is_file():
         pytest.skip("no transformers command")

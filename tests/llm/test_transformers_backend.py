@@ -13,7 +13,7 @@ from gemgym.errors import BackendError
 from gemgym.llm.backend import Generation, GenerationRequest, SamplingParams
 from gemgym.llm.rollout import rollout_tokens
 from gemgym.llm.transformers_backend import TransformersBackend
-from gemgym.testing import CountingEnv
+from helpers.envs import CountingEnv
 
 
 def _backend(tiny: dict[str, tuple[Any, Any]], family: str = "chatml") -> TransformersBackend:

@@ -13,8 +13,8 @@ import pytest
 import gemgym
 from gemgym.agents import BaseAgent, OpenAIAgent
 from gemgym.errors import ConfigError
-from gemgym.evaluation.scripted_server import ScriptedChatServer
 from gemgym.multiagent import agent_policy
+from helpers.scripted_server import ScriptedChatServer
 
 pytest.importorskip("aiohttp")  # OpenAIAgent's HTTP client (gemgym[openai])
 

@@ -33,7 +33,8 @@ from gemgym.errors import ConfigError
 from gemgym.serving import Limits, resolve_token
 from gemgym.serving.env_server import EnvServer
 from gemgym.serving.stack import Runner
-from gemgym.testing import CountingEnv, free_port, wait_for_port
+from helpers.envs import CountingEnv
+from helpers.net import free_port, wait_for_port
 
 GUESS = "game:GuessTheNumber-v0-easy"
 SRC = str(Path(__file__).parents[2] / "src")

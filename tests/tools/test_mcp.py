@@ -20,10 +20,10 @@ import pytest
 pytest.importorskip("mcp")
 
 from gemgym.errors import ClosedError, ConfigError, ToolError
-from gemgym.testing import free_port, wait_for_port
 from gemgym.tools.base import ToolCall, ToolResult
 from gemgym.tools.mcp import MCPServerConfig, MCPTool, parse_tool_call
 from gemgym.tools.mcp_servers.example import evaluate
+from helpers.net import free_port, wait_for_port
 
 EXAMPLE = [sys.executable, "-m", "gemgym.tools.mcp_servers.example"]
 EXAMPLE_TOOLS = ["add_note", "calculate", "list_notes", "now", "read_note", "sleep"]

@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 
 from gemgym.errors import VectorEnvError
-from gemgym.testing import FaultyEnv
 from gemgym.vector import AutoresetMode, make_vector_env
 from gemgym.vector._channel import SharedMemoryChannel, create_shared_file, shared_memory_supported
 from gemgym.vector.process import ProcessVectorEnv
-from gemgym.vector.synthetic import SleepEnv
+from helpers.envs import FaultyEnv, SleepEnv
 
 
 def faulty(n: int, mode: str = "same_step", **opts: object) -> ProcessVectorEnv:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import gemgym
+from helpers.envs import register_bench_envs, worker_pythonpath
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow  # starting Ray takes 4-20 s on 2 busy cores
@@ -21,9 +22,13 @@ KW: list[dict[str, Any]] = [{}, {"work_iters": 10}, {}] * 2
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
-    import gemgym.vector.synthetic  # noqa: F401  (registers bench:*)
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    register_bench_envs()  # bench:* (their actors import helpers.envs: tests/ on their path)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": worker_pythonpath()},
+    )
     try:
         yield
     finally:
@@ -94,8 +99,8 @@ def test_ray_actor_crash_and_hang_are_isolated(cluster: None) -> None:
     """A dead or hung actor is replaced; its envs come back truncated with worker_error."""
     import functools
 
-    from gemgym.testing import FaultyEnv
     from gemgym.vector import make_vector_env
+    from helpers.envs import FaultyEnv
 
     venv = make_vector_env(
         env_fns=[functools.partial(FaultyEnv, episode_length=50)] * 4,

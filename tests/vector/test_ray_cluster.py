@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gemgym.episodes import Action, ActRequest, Engine, EnvSource, Episode, EpisodeSpec
+from helpers.envs import worker_pythonpath
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -42,7 +43,8 @@ def cluster() -> Iterator[tuple[Any, list[Any]]]:
     )
     # only the worker nodes declare the resource the envs ask for: none is placed on the head
     workers = [c.add_node(num_cpus=1, resources={"sandbox": 8}) for _ in range(2)]
-    ray.init(address=c.address, log_to_driver=False)
+    # FaultyEnv's actors import helpers.envs: tests/ on their path
+    ray.init(address=c.address, log_to_driver=False, runtime_env={"env_vars": worker_pythonpath()})
     c.wait_for_nodes()
     try:
         yield c, workers
@@ -177,7 +179,7 @@ def test_gemgym_eval_on_the_cluster(cluster: tuple[Any, list[Any]], tmp_path: Pa
     import json
 
     from gemgym.cli import main
-    from gemgym.evaluation.scripted_server import ScriptedChatServer
+    from helpers.scripted_server import ScriptedChatServer
 
     def reply(body: dict[str, Any]) -> str:
         return f"\\boxed{{{body.get('seed', 0) % 10 + 1}}}"
@@ -212,7 +214,7 @@ def test_an_env_that_raises_or_crashes_its_actor(cluster: tuple[Any, list[Any]])
     it each time), and the other episodes end as on one machine."""
     import functools
 
-    from gemgym.testing import FaultyEnv
+    from helpers.envs import FaultyEnv
 
     class Faults:
         async def act(self, request: ActRequest) -> Action:

@@ -13,9 +13,11 @@ import pytest
 
 import gemgym
 from gemgym.errors import ClosedError, ConfigError, ResetNeeded, VectorEnvError
-from gemgym.testing import FaultyEnv, check_env
+from gemgym.testing import check_env
 from gemgym.vector import AutoresetMode, VectorEnv, make_vector_env
-from gemgym.vector.synthetic import CpuBoundEnv
+from helpers.envs import CpuBoundEnv, FaultyEnv, register_bench_envs
+
+register_bench_envs()  # bench:CpuBound-v0, bench:Sleep-v0
 
 BACKENDS = ["sync", "thread", "process"]
 GTN = "game:GuessTheNumber-v0-hard"

@@ -7,9 +7,7 @@
 * :mod:`~gemgym.evaluation.scoring`: unbiased :func:`pass_at_k`, mean@k, :func:`summarize`,
   :func:`compare_runs`;
 * :mod:`~gemgym.evaluation.results`: a run's files (:class:`RunDir`);
-* :mod:`~gemgym.evaluation.report`: Markdown and self-contained HTML reports;
-* :mod:`~gemgym.evaluation.scripted_server`: a scripted OpenAI-compatible server (faults on
-  demand) for testing harnesses.
+* :mod:`~gemgym.evaluation.report`: Markdown and self-contained HTML reports.
 
 See ``docs/eval.md``.
 """
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
     from gemgym.evaluation.results import RunDir
     from gemgym.evaluation.runner import EvalConfig, Runner, Task, plan_tasks
     from gemgym.evaluation.scoring import compare_runs, pass_at_k, summarize
-    from gemgym.evaluation.scripted_server import ScriptedChatServer
     from gemgym.evaluation.suites import EvalEnv, resolve
 
 _EXPORTS = {
@@ -44,7 +41,6 @@ _EXPORTS = {
     "compare_runs": "gemgym.evaluation.scoring",
     "pass_at_k": "gemgym.evaluation.scoring",
     "summarize": "gemgym.evaluation.scoring",
-    "ScriptedChatServer": "gemgym.evaluation.scripted_server",
     "EvalEnv": "gemgym.evaluation.suites",
     "resolve": "gemgym.evaluation.suites",
 }
@@ -57,7 +53,6 @@ __all__ = [
     "RandomAgent",
     "RunDir",
     "Runner",
-    "ScriptedChatServer",
     "Task",
     "compare_runs",
     "pass_at_k",

@@ -1,4 +1,4 @@
-"""Tiny random-initialised chat models for tests and benchmarks (no download).
+"""Tiny random-initialised chat models for smoke runs and tests (no download).
 
 :func:`build_tiny_chat_model` writes a directory that ``AutoModelForCausalLM.from_pretrained``
 and ``AutoTokenizer.from_pretrained`` load like any Hub checkpoint: a small Qwen2- or
@@ -24,25 +24,16 @@ with real weights: only the directory differs.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.testing import free_port
 
 __all__ = [
     "TEMPLATE_FAMILIES",
     "TemplateFamily",
     "build_tiny_chat_model",
     "chat_template",
-    "serve_process",
-    "transformers_serve",
 ]
 
 TemplateFamily = Literal["chatml", "qwen2", "qwen3", "llama3"]
@@ -244,71 +235,3 @@ def build_tiny_chat_model(
     model.generation_config.pad_token_id = ids["pad_token_id"]
     model.save_pretrained(out)
     return out
-
-
-@contextlib.contextmanager
-def serve_process(
-    command: Callable[[int], list[str]],
-    *,
-    timeout_s: float = 120.0,
-    log: str | Path | None = None,
-    env: dict[str, str] | None = None,
-) -> Iterator[str]:
-    """Run the server ``command(port)`` starts on a free loopback port while the block runs;
-    yields its URL (``http://127.0.0.1:PORT``) once ``/health`` answers.
-
-    ``log``: a file for the server's output (default: discarded); ``env``: more environment
-    variables (``HF_HUB_OFFLINE=1`` is always set). Raises :class:`~gemgym.errors.ConfigError`
-    when the server exits or does not answer within ``timeout_s`` seconds.
-    """
-    port = free_port()
-    with open(log or os.devnull, "wb") as out:  # the child keeps its own descriptor
-        proc = subprocess.Popen(
-            command(port),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-        )
-    url = f"http://127.0.0.1:{port}"
-    from gemgym._http import SyncClient, TransportError
-
-    health = SyncClient(url, timeout=1.0, extra="llm-server")
-    try:
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                try:
-                    if 200 <= health.get("/health").status < 300:
-                        break
-                except TransportError:
-                    pass
-                if proc.poll() is not None:
-                    raise ConfigError(f"the server exited with {proc.returncode}")
-                if time.monotonic() > deadline:
-                    raise ConfigError(f"the server did not start in {timeout_s:g} s")
-                time.sleep(0.5)
-        finally:
-            health.close()
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def transformers_serve(
-    model: str | Path, *, timeout_s: float = 120.0
-) -> contextlib.AbstractContextManager[str]:
-    """``transformers serve MODEL`` (an OpenAI-compatible server, ``transformers[serving]``) on
-    a free loopback port, as :func:`serve_process`; raises
-    :class:`~gemgym.errors.ConfigError` when the ``transformers`` command is missing."""
-    exe = Path(sys.executable).with_name("transformers")
-    if not exe.is_file():
-        raise ConfigError(f"no transformers command beside {sys.executable}")
-    return serve_process(
-        lambda port: [str(exe), "serve", str(model), "--host", "127.0.0.1", "--port", str(port)],
-        timeout_s=timeout_s,
-    )

@@ -1,5 +1,7 @@
 """A scripted OpenAI-compatible chat server on loopback, for testing harnesses and agents.
 
+Test scaffolding (``tests/helpers``, not part of the gemgym package).
+
 It speaks enough of the chat-completions API for any OpenAI client (``POST
 /v1/chat/completions``, ``GET /v1/models``), answers with a function of the request, records
 every request it receives, and injects faults on demand: a share of requests answered with HTTP
@@ -13,9 +15,9 @@ fields as given). With ``models`` it serves only those names (404 for others, as
 >>> with ScriptedChatServer(reply="\\\\boxed{7}") as server:  # doctest: +SKIP
 ...     client = openai.OpenAI(base_url=server.url, api_key="x")
 
-Run it on its own (e.g. to try ``gemgym eval``)::
+Run it on its own from a checkout (e.g. to try ``gemgym eval``; it imports only gemgym)::
 
-    python -m gemgym.evaluation.scripted_server --port 8000 --reply '\\boxed{5}' --fail-rate 0.3
+    python tests/helpers/scripted_server.py --port 8000 --reply '\\boxed{5}' --fail-rate 0.3
 """
 
 from __future__ import annotations
@@ -278,7 +280,7 @@ class ScriptedChatServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gemgym.evaluation.scripted_server``: serve until interrupted."""
+    """``python tests/helpers/scripted_server.py``: serve until interrupted."""
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
