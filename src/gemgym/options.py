@@ -187,6 +187,10 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         items = typing.get_args(tp)
         if isinstance(value, (list, tuple)) and len(value) == len(items):
             return tuple(_coerce(t, v, path) for t, v in zip(items, value, strict=True))
+        if isinstance(value, (list, tuple)) and len(set(items)) == 1:
+            # the wrong number of items: left to the section's validation, which knows what
+            # they mean (it names them better than "a list of 2 numbers")
+            return tuple(_coerce(items[0], v, path) for v in value)
     elif origin is dict or tp is dict:
         if isinstance(value, dict):
             return dict(value)
@@ -198,7 +202,8 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
 def _type_name(tp: Any) -> str:
     if typing.get_origin(tp) is tuple:
         items = typing.get_args(tp)
-        return f"a list of {len(items)} {_type_name(items[0])}s"
+        plural = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+        return f"a list of {len(items)} {plural.get(items[0], 'values')}"
     if typing.get_origin(tp) is dict or tp is dict:
         return "a table (dict)"
     return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(

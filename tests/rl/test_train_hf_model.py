@@ -57,7 +57,7 @@ def test_train_model_two_updates_change_the_weights_and_write_the_outputs(
         rows = list(csv.DictReader(f))
     assert [r["update"] for r in rows] == ["1", "2"] and all(r["loss"] for r in rows)
     final = json.loads((out / "final.json").read_text())
-    assert final["updates"] == 2 and final["config"]["model"] == str(model_dir)
+    assert final["updates"] == 2 and final["config"]["policy"]["model"] == str(model_dir)
     assert final["eval"]["episodes"] == 4
     # the trained model, loadable as the one it started from, with other weights
     before, after = weights(model_dir), weights(out / "model")
@@ -74,16 +74,16 @@ def test_train_model_two_updates_change_the_weights_and_write_the_outputs(
 def test_batches_are_token_records_and_their_logprobs_are_the_models(
     model_dir: Path, tmp_path: Path
 ) -> None:
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_flags(
         env_id=ENV,
         model=str(model_dir),
-        out_dir=str(tmp_path),
+        out=str(tmp_path),
         updates=1,
         episodes_per_update=4,
         group_size=2,
         estimator="grpo",
         max_new_tokens=8,
-        final_eval_episodes=0,
+        eval_episodes=0,
         device="cpu",
     )
     trainer = Trainer(cfg)
@@ -93,7 +93,7 @@ def test_batches_are_token_records_and_their_logprobs_are_the_models(
         batch = trainer.collector.collect(4)
         records = trainer.collector.records
         assert batch.group_ids == [0, 0, 1, 1] and trainer.collector.next_group == 2
-        base = derive_seed(cfg.seed, "stream", "train")  # the run's stream of reset seeds
+        base = derive_seed(cfg.run.seed, "stream", "train")  # the run's stream of reset seeds
         assert base is not None and [r.seed for r in records] == [base, base, base + 1, base + 1]
         for ep, rec in zip(batch.episodes, records, strict=True):
             tok = trainer.policy.tokenize(ep)
@@ -147,17 +147,17 @@ def test_lora_trains_adapters_only_and_saves_the_merged_model(
     model_dir: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("peft")
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_flags(
         env_id=ENV,
         model=str(model_dir),
-        out_dir=str(tmp_path / "lora"),
+        out=str(tmp_path / "lora"),
         lora_rank=4,
         estimator="reinforce",
         updates=2,
         lr=0.05,
         episodes_per_update=4,
         max_new_tokens=8,
-        final_eval_episodes=0,
+        eval_episodes=0,
         device="cpu",
     )
     trainer = Trainer(cfg)
@@ -176,10 +176,19 @@ def test_lora_trains_adapters_only_and_saves_the_merged_model(
 
 
 def test_model_settings_are_checked(model_dir: Path) -> None:
-    with pytest.raises(ConfigError, match="--model"):
-        TrainConfig(lora_rank=4, updates=1).validate()
+    # the library names the parameters, the command line their flags
+    with pytest.raises(ConfigError, match=r"policy\.lora_rank .* give one with policy\.model"):
+        TrainConfig.from_flags(lora_rank=4, updates=1).validate()
+    import argparse
+
+    from gemgym.cli.train import add_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(ConfigError, match=r"^--lora-rank .* give one with --model too$"):
+        config_from_args(parser.parse_args(["--lora-rank", "4", "--updates", "1"]))
     with pytest.raises(ConfigError, match="min_p"):
-        TrainConfig(model=str(model_dir), min_p=0.1, updates=1).validate()
+        TrainConfig.from_flags(model=str(model_dir), min_p=0.1, updates=1).validate()
 
 
 def test_a_plain_collector_drives_the_chat_policy_with_the_same_rendering(

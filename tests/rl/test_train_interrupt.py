@@ -30,7 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::gemgym.rl.trainer.FormatErrorWa
 ENV = "game:GuessTheNumber-v0-easy"
 TINY = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--threads", "1"]
 RUN = [*TINY, "--episodes-per-update", "4", "--estimator", "grpo", "--group-size", "2"]
-RUN += ["--max-new-tokens", "8", "--eval-episodes", "8", "--no-final-eval-greedy"]
+RUN += ["--max-new-tokens", "8", "--eval-episodes", "8", "--no-eval-greedy"]
 DETERMINISTIC = ("update", "episodes", "errors", "success", "mean_turns", "mean_return", "loss")
 """The curve columns that do not depend on the machine's speed."""
 
@@ -194,21 +194,21 @@ def test_resume_with_nothing_to_resume_is_an_error(
     err = capsys.readouterr().err
     assert "nothing to resume" in err and str(out / "checkpoint.pt") in err
     assert "Traceback" not in err and not (out / "curves.csv").exists()
-    cfg = TrainConfig(out_dir=str(out), updates=1, n_layer=1, n_embd=16, n_head=2)
+    cfg = TrainConfig.from_flags(out=str(out), updates=1, n_layer=1, n_embd=16, n_head=2)
     with pytest.raises(ConfigError, match="nothing to resume"):
         Trainer(cfg).run(resume=True)
     # "auto" (scripts that rerun): a new run when there is nothing to resume
-    cfg.final_eval_episodes = 0
+    cfg.eval.episodes = 0
     assert Trainer(cfg).run(resume="auto")["updates"] == 1
 
 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--sft", "missing.jsonl"], "sft_path='{tmp}/missing.jsonl' (--sft) does not exist"),
-        (["--init", "missing.pt"], "init_checkpoint='{tmp}/missing.pt' (--init) does not exist"),
-        (["--model", "{tmp}/no-model"], "model='{tmp}/no-model' (--model) does not exist"),
-        (["--model", "{tmp}"], "(--model) could not be loaded"),
+        (["--sft", "missing.jsonl"], "--sft '{tmp}/missing.jsonl' does not exist"),
+        (["--init", "missing.pt"], "--init '{tmp}/missing.pt' does not exist"),
+        (["--model", "{tmp}/no-model"], "--model '{tmp}/no-model' does not exist"),
+        (["--model", "{tmp}"], "--model '{tmp}' could not be loaded"),
     ],
 )
 def test_missing_inputs_are_one_line_errors(
@@ -248,7 +248,7 @@ def test_the_curve_is_drawn_per_update_with_wall_time_on_a_second_axis(tmp_path:
     "flags",
     [
         [],
-        ["--estimator", "grpo", "--no-final-eval-greedy", "--dual-clip", "0", "--overlap"],
+        ["--estimator", "grpo", "--no-eval-greedy", "--dual-clip", "0", "--overlap"],
         ["--env-kwargs", '{"partial_credit": false}', "--out", "runs/a b", "--time-budget", "60"],
         ["--entropy-coef", "0.1", "--entropy-turns", "2", "--entropy-target", "1.5", "0.25"],
     ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import json
@@ -507,15 +508,15 @@ def test_entropy_bonus_values_and_direction() -> None:
 
 
 def test_ppo_style_updates_run(tmp_path: Path) -> None:
-    cfg = TrainConfig(
-        out_dir=str(tmp_path),
+    cfg = TrainConfig.from_flags(
+        out=str(tmp_path),
         updates=2,
         estimator="reinforce",  # an untrained model's episodes all fail alike: ReBN gives 0
         episodes_per_update=4,
         epochs=2,
         minibatches=2,
         entropy_coef=0.01,
-        final_eval_episodes=0,
+        eval_episodes=0,
         max_new_tokens=8,
         **TINY,
     )
@@ -528,7 +529,7 @@ def test_ppo_style_updates_run(tmp_path: Path) -> None:
         not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True)
     )
     with pytest.raises(Exception, match="minibatches"):
-        TrainConfig(updates=1, episodes_per_update=4, minibatches=8).validate()
+        TrainConfig.from_flags(updates=1, episodes_per_update=4, minibatches=8).validate()
 
 
 def test_observation_tokens_get_no_gradient_signal() -> None:
@@ -544,7 +545,9 @@ def test_observation_tokens_get_no_gradient_signal() -> None:
 
 
 def test_sft_lowers_the_loss_on_traces(tmp_path: Path) -> None:
-    cfg = TrainConfig(out_dir=str(tmp_path), updates=1, sft_batch_size=8, sft_lr=3e-3, **TINY)
+    cfg = TrainConfig.from_flags(
+        out=str(tmp_path), updates=1, sft_batch_size=8, sft_lr=3e-3, **TINY
+    )
     trainer = Trainer(cfg)
     eps = _episodes("random", 16)
     tokens = [trainer.policy.tokenize(e) for e in eps]
@@ -563,7 +566,9 @@ def test_sft_lowers_the_loss_on_traces(tmp_path: Path) -> None:
 
 def test_sft_on_episodes_longer_than_the_models_positions_warns(tmp_path: Path) -> None:
     eps = _episodes("random", 4)
-    short = Trainer(TrainConfig(out_dir=str(tmp_path / "s"), updates=1, sft_batch_size=4, **TINY))
+    short = Trainer(
+        TrainConfig.from_flags(out=str(tmp_path / "s"), updates=1, sft_batch_size=4, **TINY)
+    )
     longest = max(len(short.policy.tokenize(e)) for e in eps)
     import warnings
 
@@ -571,7 +576,9 @@ def test_sft_on_episodes_longer_than_the_models_positions_warns(tmp_path: Path) 
         warnings.simplefilter("error")  # episodes that fit: no warning
         short.sft(eps, steps=1)
     tiny = {**TINY, "n_positions": longest - 1}
-    cut = Trainer(TrainConfig(out_dir=str(tmp_path / "c"), updates=1, sft_batch_size=4, **tiny))
+    cut = Trainer(
+        TrainConfig.from_flags(out=str(tmp_path / "c"), updates=1, sft_batch_size=4, **tiny)
+    )
     n_long = sum(len(cut.policy.tokenize(e)) > longest - 1 for e in eps)
     with pytest.warns(
         UserWarning,
@@ -584,19 +591,19 @@ def test_run_writes_curves_checkpoint_and_resumes(tmp_path: Path) -> None:
     traces = tmp_path / "random.jsonl"
     write_jsonl(_episodes("random", 16), traces)
     base = dict(
-        out_dir=str(tmp_path / "run"),
+        out=str(tmp_path / "run"),
         estimator="grpo",
         group_size=2,
         episodes_per_update=4,
-        sft_path=str(traces),
+        sft=str(traces),
         sft_steps=3,
         sft_batch_size=4,
-        final_eval_episodes=4,
+        eval_episodes=4,
         checkpoint_every=1,
         max_new_tokens=8,
         **TINY,
     )
-    final = Trainer(TrainConfig(updates=2, **base)).run()  # type: ignore[arg-type]
+    final = Trainer(TrainConfig.from_flags(updates=2, **base)).run()  # type: ignore[arg-type]
     run = tmp_path / "run"
     assert final["updates"] == 2 and final["eval"]["episodes"] == 4
     assert final["eval_greedy"]["episodes"] == 4
@@ -604,7 +611,7 @@ def test_run_writes_curves_checkpoint_and_resumes(tmp_path: Path) -> None:
         p.name for p in run.iterdir()
     }
     assert json.loads((run / "final.json").read_text())["updates"] == 2
-    resumed = Trainer(TrainConfig(updates=3, **base))  # type: ignore[arg-type]
+    resumed = Trainer(TrainConfig.from_flags(updates=3, **base))  # type: ignore[arg-type]
     final = resumed.run(resume=True)
     assert final["updates"] == 3
     with open(run / "curves.csv") as f:
@@ -613,8 +620,8 @@ def test_run_writes_curves_checkpoint_and_resumes(tmp_path: Path) -> None:
     assert all(0.0 <= float(r["success"]) <= 1.0 for r in rows)
     assert resumed.collector.next_group == 3 * 2  # seeds continue, never reused
     # a new run can start from a checkpoint's weights (a shared SFT warm start)
-    init = dict(base, sft_path=None, out_dir=str(tmp_path / "from_init"))
-    started = Trainer(TrainConfig(updates=0, init_checkpoint=str(run / "checkpoint.pt"), **init))  # type: ignore[arg-type]
+    init = dict(base, sft=None, out=str(tmp_path / "from_init"))
+    started = Trainer(TrainConfig.from_flags(updates=0, init=str(run / "checkpoint.pt"), **init))  # type: ignore[arg-type]
     started.run()
     for a, b in zip(started.model.parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -624,15 +631,18 @@ def test_config_errors() -> None:
     from gemgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="group_size"):
-        TrainConfig(estimator="grpo", updates=1).validate()
+        TrainConfig.from_flags(estimator="grpo", group_size=1, updates=1).validate()
+    # without a group size, a group estimator's is 8 (as gemgym train's always was)
+    assert TrainConfig.from_flags(estimator="grpo", updates=1).rl.group_size_for_estimator == 8
+    assert TrainConfig.from_flags(updates=1).rl.group_size_for_estimator == 1
     with pytest.raises(ConfigError, match="critic"):
-        TrainConfig(estimator="gae", updates=1).validate()
+        TrainConfig.from_flags(estimator="gae", updates=1).validate()
     with pytest.raises(ConfigError, match="updates or a time budget"):
-        TrainConfig().validate()
+        TrainConfig.from_flags().validate()
     with pytest.raises(ConfigError, match=r"\['bytes', 'words'\].*'bpe'"):
-        TrainConfig(tokenizer="bpe", updates=1).validate()
+        TrainConfig.from_flags(tokenizer="bpe", updates=1).validate()
     with pytest.raises(ConfigError, match="its own tokenizer"):
-        TrainConfig(model="gpt2", tokenizer="words", updates=1).validate()
+        TrainConfig.from_flags(model="gpt2", tokenizer="words", updates=1).validate()
     with pytest.raises(ConfigError, match="its own tokenizer"):  # never silently ignored
         build_model("gpt2", tokenizer="words")
 
@@ -658,15 +668,15 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--kl-decay-until", "0.75", "--kl-estimator", "exact"]
     assert main(argv) == 0
     saved = json.loads((over / "final.json").read_text())["config"]
-    assert saved["n_head"] == 2 and saved["n_positions"] == 300
-    assert saved["overlap"] is True and saved["warmup_updates"] == 4
-    assert saved["entropy_coef"] == 0.01 and saved["kl_coef"] == 0.05
-    assert saved["temperature"] == 1.3 and saved["min_p"] == 0.01
-    assert saved["eval_temperature"] == 1.0
-    assert saved["entropy_ref_min"] == 0.5 and saved["entropy_schedule"] == "linear"
-    assert saved["entropy_decay_until"] == 0.5 and saved["entropy_turns"] == 3
-    assert saved["kl_schedule"] == "linear"
-    assert saved["kl_decay_until"] == 0.75 and saved["kl_estimator"] == "exact"
+    assert saved["policy"]["n_head"] == 2 and saved["policy"]["n_positions"] == 300
+    assert saved["run"]["overlap"] is True and saved["optim"]["warmup_updates"] == 4
+    assert saved["entropy"]["coef"] == 0.01 and saved["kl"]["coef"] == 0.05
+    assert saved["sampling"]["temperature"] == 1.3 and saved["sampling"]["min_p"] == 0.01
+    assert saved["eval"]["temperature"] == 1.0
+    assert saved["entropy"]["ref_min"] == 0.5 and saved["entropy"]["schedule"] == "linear"
+    assert saved["entropy"]["decay_until"] == 0.5 and saved["entropy"]["turns"] == 3
+    assert saved["kl"]["schedule"] == "linear"
+    assert saved["kl"]["decay_until"] == 0.75 and saved["kl"]["estimator"] == "exact"
     target = tmp_path / "cli_target"
     argv = ["train", ENV, "--out", str(target), "--updates", "1", "--episodes-per-update", "4"]
     argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "0", "--quiet"]
@@ -674,22 +684,22 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--entropy-target", "1.5", "0.25", "--entropy-target-lr", "0.2"]
     assert main(argv) == 0
     saved = json.loads((target / "final.json").read_text())["config"]
-    assert saved["entropy_target"] == [1.5, 0.25] and saved["entropy_target_lr"] == 0.2
+    assert saved["entropy"]["target"] == [1.5, 0.25] and saved["entropy"]["target_lr"] == 0.2
 
 
 def _overlap_config(tmp_path: Path, **kw: object) -> TrainConfig:
     base: dict[str, object] = dict(
-        out_dir=str(tmp_path),
+        out=str(tmp_path),
         updates=3,
         estimator="reinforce",
         episodes_per_update=4,
-        final_eval_episodes=0,
+        eval_episodes=0,
         max_new_tokens=8,
         checkpoint_every=0,
         **TINY,
     )
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return TrainConfig.from_flags(**base)  # type: ignore[arg-type]
 
 
 def test_overlap_collects_the_same_episodes_as_a_plain_run(tmp_path: Path) -> None:
@@ -767,19 +777,19 @@ def test_learning_rate_warm_up(tmp_path: Path) -> None:
     trainer = Trainer(_overlap_config(tmp_path, lr=1e-3, warmup_updates=4, updates=1))
     trainer.run()
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 / 4)
-    trainer.config.updates = 6
+    trainer.config.run.updates = 6
     trainer.run(resume=True)
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
     from gemgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="warmup_updates"):
-        TrainConfig(updates=1, warmup_updates=-1).validate()
+        TrainConfig.from_flags(updates=1, warmup_updates=-1).validate()
     with pytest.raises(ConfigError, match="dual_clip must be > 1"):
-        TrainConfig(updates=1, dual_clip=0.5).validate()
-    with pytest.raises(ConfigError, match="entropy_coef must be >= 0"):
-        TrainConfig(updates=1, entropy_coef=-0.1).validate()
-    with pytest.raises(ConfigError, match=r"'constant' or 'cosine'.*'linear'"):
-        TrainConfig(updates=1, lr_schedule="linear").validate()
+        TrainConfig.from_flags(updates=1, dual_clip=0.5).validate()
+    with pytest.raises(ConfigError, match=r"entropy\.coef must be >= 0"):
+        TrainConfig.from_flags(updates=1, entropy_coef=-0.1).validate()
+    with pytest.raises(ConfigError, match=r"one of \['constant', 'cosine'\].*'linear'"):
+        TrainConfig.from_flags(updates=1, lr_schedule="linear").validate()
 
 
 def test_env_kwargs_reach_training_and_evaluation_envs(tmp_path: Path) -> None:
@@ -802,10 +812,10 @@ def test_cosine_learning_rate_schedule(tmp_path: Path) -> None:
     assert trainer.learning_rate() == pytest.approx(1e-3)
     trainer.update = 2  # half-way through 4 updates
     assert trainer.learning_rate() == pytest.approx(0.5e-3)
-    trainer.config.warmup_updates = 6  # warm-up multiplies: 3/6 of the cosine value
+    trainer.config.optim.warmup_updates = 6  # warm-up multiplies: 3/6 of the cosine value
     assert trainer.learning_rate() == pytest.approx(0.25e-3)
     timed = Trainer(
-        _overlap_config(tmp_path / "t", lr=1e-3, lr_schedule="cosine", time_budget_s=100.0)
+        _overlap_config(tmp_path / "t", lr=1e-3, lr_schedule="cosine", time_budget=100.0)
     )
     timed.elapsed = 100.0  # a time budget is the horizon when there is one
     assert timed.learning_rate() == pytest.approx(0.0)
@@ -885,7 +895,7 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
     # with eval_temperature the full distribution (no min-p); without it, min-p as in training
     cut = Trainer(_overlap_config(tmp_path / "cut", temperature=2.0, min_p=0.1))
     assert sampling_seen(cut) == {(2.0, 0.1)}
-    cut.config.eval_temperature = 1.0
+    cut.config.eval.temperature = 1.0
     assert sampling_seen(cut) == {(1.0, 0.0)} and cut.policy.min_p == 0.1  # restored
     # the training batches are sampled hotter; their recorded log-probs are the policy's own
     batch, tokens, behaviour, _, _ = hot.collection.collect_scored(8)
@@ -894,11 +904,11 @@ def test_training_temperature_and_evaluation_temperature(tmp_path: Path) -> None
     assert actions != [str(t.action) for e in cold.episodes for t in e.transitions]
     assert torch.allclose(behaviour, hot.scorer.score(hot.model, tokens), atol=1e-5)
     with pytest.raises(ConfigError, match="temperature"):
-        TrainConfig(updates=1, temperature=0.0).validate()
-    with pytest.raises(ConfigError, match="eval_temperature"):
-        TrainConfig(updates=1, eval_temperature=-1.0).validate()
+        TrainConfig.from_flags(updates=1, temperature=0.0).validate()
+    with pytest.raises(ConfigError, match=r"eval\.temperature"):
+        TrainConfig.from_flags(updates=1, eval_temperature=-1.0).validate()
     with pytest.raises(ConfigError, match="min_p"):
-        TrainConfig(updates=1, min_p=1.0).validate()
+        TrainConfig.from_flags(updates=1, min_p=1.0).validate()
 
 
 def _weighted_batch(n: int) -> tuple[Any, Any, list[Any], list[np.ndarray], Any, Any]:
@@ -974,8 +984,8 @@ def test_kl_penalty_values_and_direction() -> None:
 
     with pytest.raises(ConfigError, match="ref_logp"):
         policy_gradient_loss(model, tokens, w, pad_id=codec.pad_id, device="cpu", kl_coef=0.1)
-    with pytest.raises(ConfigError, match="kl_coef must be >= 0"):
-        TrainConfig(updates=1, kl_coef=-1.0).validate()
+    with pytest.raises(ConfigError, match=r"kl\.coef must be >= 0"):
+        TrainConfig.from_flags(updates=1, kl_coef=-1.0).validate()
 
 
 def test_exact_kl_is_the_kl_over_the_vocabulary_and_its_gradient_is_pi_minus_ref() -> None:
@@ -1077,12 +1087,12 @@ def test_exact_kl_runs_pull_toward_the_reference(tmp_path: Path, mode: str) -> N
     trainer.run()
     assert len(seen) == 3 and all(isinstance(r, ReferenceDistribution) for r in seen)
     assert all(np.isfinite(r["loss"]) for r in trainer.rows)
-    with pytest.raises(ConfigError, match="kl_estimator must be one of"):
-        TrainConfig(updates=1, kl_coef=0.1, kl_estimator="k2").validate()
-    with pytest.raises(ConfigError, match=r"give kl_coef > 0 \(--kl-coef\) too"):
-        TrainConfig(updates=1, kl_estimator="exact").validate()
-    with pytest.raises(ConfigError, match="kl_decay_until must be in"):
-        TrainConfig(updates=1, kl_decay_until=0.0).validate()
+    with pytest.raises(ConfigError, match=r"kl\.estimator must be one of"):
+        TrainConfig.from_flags(updates=1, kl_coef=0.1, kl_estimator="k2").validate()
+    with pytest.raises(ConfigError, match=r"give kl\.coef > 0 too"):
+        TrainConfig.from_flags(updates=1, kl_estimator="exact").validate()
+    with pytest.raises(ConfigError, match=r"kl\.decay_until must be in"):
+        TrainConfig.from_flags(updates=1, kl_decay_until=0.0).validate()
     half = Trainer(
         _overlap_config(tmp_path / "h", kl_coef=0.2, kl_schedule="linear", kl_decay_until=0.5)
     )
@@ -1097,13 +1107,13 @@ def test_kl_runs_keep_a_frozen_reference_and_resume_it(tmp_path: Path, mode: str
     kw: dict[str, object] = {"overlap": mode == "overlap"}
     if mode == "ppo":
         kw.update(epochs=2, minibatches=2)
-    cfg = TrainConfig(
-        out_dir=str(tmp_path),
+    cfg = TrainConfig.from_flags(
+        out=str(tmp_path),
         updates=2,
         estimator="reinforce",
         episodes_per_update=4,
         kl_coef=0.5,
-        final_eval_episodes=0,
+        eval_episodes=0,
         checkpoint_every=1,
         max_new_tokens=8,
         **TINY,
@@ -1120,7 +1130,8 @@ def test_kl_runs_keep_a_frozen_reference_and_resume_it(tmp_path: Path, mode: str
     )
     assert not any(p.requires_grad for p in ref)
     # a resumed run gets the saved reference back, not its current weights
-    cfg2 = TrainConfig(**{**cfg.__dict__, "updates": 3})
+    cfg2 = copy.deepcopy(cfg)
+    cfg2.run.updates = 3
     again = Trainer(cfg2)
     again.run(resume=True)
     assert again.update == 3
@@ -1276,15 +1287,15 @@ def test_entropy_ref_min_masks_the_tokens_where_the_reference_hesitates(
     # the reference is the starting weights: the mask is their entropy >= the threshold, on
     # the action tokens only
     middle = float(ent[acts].median())
-    trainer.config.entropy_ref_min = middle
+    trainer.config.entropy.ref_min = middle
     ent_mask = trainer.reference_scores(tokens)[1]
     assert torch.equal(ent_mask, acts & (ent >= middle))
     assert 0 < int(ent_mask.sum()) < int(acts.sum())
-    trainer.config.entropy_ref_min = 1e9  # none
+    trainer.config.entropy.ref_min = 1e9  # none
     assert not bool(trainer.reference_scores(tokens)[1].any())
     # a whole run: the curve records the sampled decision tokens' -log pi (with overlap, where
     # the collecting policy's log-probs are at hand), the reference stays frozen
-    trainer.config.entropy_ref_min = middle
+    trainer.config.entropy.ref_min = middle
     start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     trainer.run()
     assert trainer.update == 2 and trainer.ref_model is not None
@@ -1319,15 +1330,15 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
     assert torch.equal(ent_mask, first)
     assert 0 < int(first.sum()) < int(targets([t.action_mask for t in tokens]).sum())
     # with entropy_ref_min too: both conditions (a threshold of 0 nats keeps every action)
-    trainer.config.entropy_ref_min = 0.0
-    trainer.config.entropy_turns = 2
+    trainer.config.entropy.ref_min = 0.0
+    trainer.config.entropy.turns = 2
     assert torch.equal(
         trainer.reference_scores(tokens)[1],
         targets([(t.turn_index >= 0) & (t.turn_index < 2) for t in tokens]),
     )
-    trainer.config.entropy_ref_min = 1e9  # no token hesitates that much: none, whatever the turn
+    trainer.config.entropy.ref_min = 1e9  # no token hesitates that much: none, whatever the turn
     assert not bool(trainer.reference_scores(tokens)[1].any())
-    trainer.config.entropy_ref_min = None
+    trainer.config.entropy.ref_min = None
     # a whole run: each loss step gets the mask of the first two actions of the batch it learns
     learned: list[tuple[list[Any], torch.Tensor]] = []
     step, ppo = trainer.gradient_step, trainer.ppo_steps
@@ -1346,10 +1357,10 @@ def test_entropy_turns_masks_the_first_k_actions(tmp_path: Path, overlap: bool) 
     for tokens, mask in learned:
         first_two = [(t.turn_index >= 0) & (t.turn_index < 2) for t in tokens]
         assert torch.equal(mask, targets(first_two, tokens))
-    with pytest.raises(ConfigError, match="entropy_turns must be >= 1"):
-        TrainConfig(updates=1, entropy_coef=0.1, entropy_turns=0).validate()
-    with pytest.raises(ConfigError, match=r"give entropy_coef > 0 \(--entropy-coef\) too"):
-        TrainConfig(updates=1, entropy_turns=2).validate()
+    with pytest.raises(ConfigError, match=r"entropy\.turns must be >= 1"):
+        TrainConfig.from_flags(updates=1, entropy_coef=0.1, entropy_turns=0).validate()
+    with pytest.raises(ConfigError, match=r"give entropy\.coef > 0 too"):
+        TrainConfig.from_flags(updates=1, entropy_turns=2).validate()
 
 
 @pytest.mark.parametrize("overlap", [False, True])
@@ -1379,7 +1390,7 @@ def test_the_reference_stops_scoring_once_its_coefficients_reach_0(
     assert trainer.entropy_coefficient() == 0.0
     assert trainer.reference_scores(tokens) == (None, None) and scored == [0]
     # the KL's reference log-probs likewise, at the end of its linear decay
-    trainer.config.kl_coef, trainer.config.kl_schedule = 0.1, "linear"
+    trainer.config.kl.coef, trainer.config.kl.schedule = 0.1, "linear"
     trainer.update = 3
     assert trainer.reference_scores(tokens)[0] is not None
     trainer.update = 4
@@ -1425,7 +1436,7 @@ def test_kl_schedule_decays_the_coefficient_the_loss_gets(tmp_path: Path, overla
     trainer.gradient_step, trainer.ppo_steps = spy_step, spy_ppo  # type: ignore[method-assign]
     trainer.run()
     assert seen == pytest.approx([0.2, 0.15, 0.1, 0.05])  # 0.2 * (1 - update / 4)
-    trainer.config.kl_schedule = "constant"
+    trainer.config.kl.schedule = "constant"
     assert trainer.kl_coefficient() == pytest.approx(0.2)
 
 
@@ -1464,18 +1475,25 @@ def test_entropy_target_adapts_the_bonus_toward_the_line(tmp_path: Path, overlap
     for bad, match in (
         (dict(entropy_target=(1.0,)), "two entropies"),
         (dict(entropy_target=(1.0, -0.5)), "two entropies"),
-        (dict(entropy_target=(1.0, 0.2), entropy_coef=0.0), "give entropy_coef > 0"),
-        (dict(entropy_target=(1.0, 0.2), entropy_ref_min=None), "--entropy-ref-min"),
-        (dict(entropy_target=(1.0, 0.2), entropy_schedule="linear"), "leave entropy_schedule"),
-        (dict(entropy_target_lr=0.0), "entropy_target_lr must be > 0"),
+        (dict(entropy_target=(1.0, 0.2), entropy_coef=0.0), "give entropy.coef > 0"),
+        (dict(entropy_target=(1.0, 0.2), entropy_ref_min=None), "entropy.ref_min or entropy.turns"),
+        (dict(entropy_target=(1.0, 0.2), entropy_schedule="linear"), "leave entropy.schedule"),
+        (dict(entropy_target_lr=0.0), "entropy.target_lr must be > 0"),
     ):
         with pytest.raises(ConfigError, match=match):
-            TrainConfig(
+            TrainConfig.from_flags(
                 **{"updates": 1, "entropy_coef": 0.1, "entropy_ref_min": 0.0, **bad}
             ).validate()  # type: ignore[arg-type]
-    listed = TrainConfig(updates=1, entropy_coef=0.1, entropy_turns=1, entropy_target=[1.0, 0.5])  # type: ignore[arg-type]
+    listed = TrainConfig.from_flags(
+        updates=1, entropy_coef=0.1, entropy_turns=1, entropy_target=[1.0, 0.5]
+    )  # type: ignore[arg-type]
     listed.validate()  # as a config read from JSON gives it
-    assert listed.entropy_target == (1.0, 0.5)
+    assert listed.entropy.target == (1.0, 0.5)
+    from gemgym.rl.trainer import EntropyConfig
+
+    direct = EntropyConfig(coef=0.1, turns=1, target=[1, 0.5])  # type: ignore[arg-type]
+    assert direct.target == [1, 0.5]  # validation changes no value...
+    assert direct.target_range == (1.0, 0.5)  # ...what the trainer uses is derived from it
 
 
 def test_entropy_schedule_and_errors(tmp_path: Path) -> None:
@@ -1485,26 +1503,26 @@ def test_entropy_schedule_and_errors(tmp_path: Path) -> None:
     assert trainer.entropy_coefficient() == pytest.approx(0.2)
     trainer.update = 3
     assert trainer.entropy_coefficient() == pytest.approx(0.05)
-    trainer.config.entropy_schedule = "constant"
+    trainer.config.entropy.schedule = "constant"
     assert trainer.entropy_coefficient() == pytest.approx(0.2)
     timed = Trainer(
         _overlap_config(
-            tmp_path / "t", entropy_coef=0.2, entropy_schedule="linear", time_budget_s=100.0
+            tmp_path / "t", entropy_coef=0.2, entropy_schedule="linear", time_budget=100.0
         )
     )
     timed.elapsed = 75.0
     assert timed.entropy_coefficient() == pytest.approx(0.05)
-    timed.config.entropy_decay_until = 0.5  # 0 from half-way on
+    timed.config.entropy.decay_until = 0.5  # 0 from half-way on
     assert timed.entropy_coefficient() == 0.0
     timed.elapsed = 25.0
     assert timed.entropy_coefficient() == pytest.approx(0.1)
-    with pytest.raises(ConfigError, match=r"entropy_decay_until must be in \(0, 1\]"):
-        TrainConfig(updates=1, entropy_decay_until=0.0).validate()
-    with pytest.raises(ConfigError, match="entropy_ref_min must be >= 0"):
-        TrainConfig(updates=1, entropy_ref_min=-1.0).validate()
-    with pytest.raises(ConfigError, match=r"give entropy_coef > 0 \(--entropy-coef\) too"):
-        TrainConfig(updates=1, entropy_ref_min=0.3).validate()  # it would do nothing
-    with pytest.raises(ConfigError, match="'constant' or 'linear'"):
-        TrainConfig(updates=1, entropy_schedule="cosine").validate()
-    with pytest.raises(ConfigError, match="kl_schedule must be 'constant' or 'linear'"):
-        TrainConfig(updates=1, kl_schedule="cosine").validate()
+    with pytest.raises(ConfigError, match=r"entropy\.decay_until must be in \(0, 1\]"):
+        TrainConfig.from_flags(updates=1, entropy_decay_until=0.0).validate()
+    with pytest.raises(ConfigError, match=r"entropy\.ref_min must be >= 0"):
+        TrainConfig.from_flags(updates=1, entropy_ref_min=-1.0).validate()
+    with pytest.raises(ConfigError, match=r"give entropy\.coef > 0 too"):
+        TrainConfig.from_flags(updates=1, entropy_ref_min=0.3).validate()  # it would do nothing
+    with pytest.raises(ConfigError, match=r"one of \['constant', 'linear'\]"):
+        TrainConfig.from_flags(updates=1, entropy_schedule="cosine").validate()
+    with pytest.raises(ConfigError, match=r"kl\.schedule must be one of \['constant', 'linear'\]"):
+        TrainConfig.from_flags(updates=1, kl_schedule="cosine").validate()

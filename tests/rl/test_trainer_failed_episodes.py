@@ -59,17 +59,17 @@ def _env() -> Iterator[None]:
 def _config(tmp_path: Path, **kw: Any) -> TrainConfig:
     base: dict[str, Any] = {
         "env_id": ENV,
-        "out_dir": str(tmp_path),
+        "out": str(tmp_path),
         "updates": 1,
         "estimator": "grpo",
         "group_size": 4,
         "episodes_per_update": 8,
-        "final_eval_episodes": 0,
+        "eval_episodes": 0,
         "checkpoint_every": 0,
         "lr": 1e-2,
         **TINY,
     }
-    return TrainConfig(**{**base, **kw})
+    return TrainConfig.from_flags(**{**base, **kw})
 
 
 def _spy(trainer: Trainer) -> list[Batch]:

@@ -35,17 +35,17 @@ def _one_thread() -> None:
 def _config(tmp_path: Path, **kw: Any) -> TrainConfig:
     base: dict[str, Any] = dict(
         env_id=ENV,
-        out_dir=str(tmp_path / "run"),
+        out=str(tmp_path / "run"),
         updates=2,
         estimator="reinforce",
         episodes_per_update=4,
-        final_eval_episodes=0,
+        eval_episodes=0,
         max_new_tokens=8,
         checkpoint_every=0,
         **TINY,
     )
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig.from_flags(**base)
 
 
 def test_format_error_share_counts_the_episodes_the_env_could_not_read() -> None:
@@ -121,8 +121,8 @@ def test_a_run_with_sft_and_a_time_budget_says_how_the_budget_is_split(tmp_path:
     cfg = _config(
         tmp_path,
         updates=1,
-        time_budget_s=3600.0,
-        sft_path=str(traces),
+        time_budget=3600.0,
+        sft=str(traces),
         sft_steps=20,
         sft_batch_size=4,
     )
@@ -139,7 +139,7 @@ def test_a_run_with_sft_and_a_time_budget_says_how_the_budget_is_split(tmp_path:
     assert lines.index(split) < next(i for i, s in enumerate(lines) if s.startswith("update"))
     # without a time budget there is nothing to split
     lines.clear()
-    cfg = _config(tmp_path / "b", updates=0, sft_path=str(traces), sft_steps=2, sft_batch_size=4)
+    cfg = _config(tmp_path / "b", updates=0, sft=str(traces), sft_steps=2, sft_batch_size=4)
     Trainer(cfg, log=lines.append).run()
     assert lines[0].startswith("SFT: 2 steps") and "budget" not in " ".join(lines)
 
