@@ -168,3 +168,23 @@ def test_health_answers_json(server: RetrievalServer) -> None:
     health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()
     assert health["status"] == "ok" and health["backend"] == "bm25"
     assert json.loads(json.dumps(health)) == health
+
+
+def test_kept_alive_searches_are_not_held_back_by_nagle(bm25: BM25Retriever) -> None:
+    """A kept-alive client's searches answer in about a millisecond, not Nagle's ~40 ms."""
+    import time
+
+    from gemgym.tools.search import SearchTool
+
+    with RetrievalServer(bm25) as srv:
+        tool = SearchTool(srv.url)
+        call = tool.parse("<search>heap queue</search>")
+        assert call is not None
+        tool.execute(call)  # connect
+        took = []
+        for _ in range(20):
+            started = time.perf_counter()
+            assert "<information>" in tool.execute(call).observation
+            took.append(time.perf_counter() - started)
+        tool.close()
+    assert sorted(took)[len(took) // 2] < 0.030

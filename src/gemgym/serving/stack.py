@@ -484,7 +484,9 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as e:
         raise ConfigError(f"cannot listen on {host}:{port}: {e}") from None
     family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when the listening
+    # socket's protocol says TCP; with Nagle on, a kept-alive client waits ~40 ms per response.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
