@@ -23,9 +23,7 @@ import contextlib
 import json
 import random
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +43,24 @@ __all__ = [
 
 USER_AGENT = "gemgym-WikiGame/0.1 (https://github.com/gemgym/gemgym)"
 _CACHE_LIMIT = 20_000
+
+
+_CLIENTS: dict[tuple[str, float], Any] = {}
+
+
+def _client(url: str, timeout_s: float) -> Any:
+    """The process's :class:`gemgym._http.SyncClient` for ``url`` (kept out of the backends, so
+    they pickle and copy without it; connections are pooled across envs)."""
+    key = (url, timeout_s)
+    client = _CLIENTS.get(key)
+    if client is None:
+        from gemgym._http import SyncClient
+
+        client = SyncClient(
+            url, timeout=timeout_s, extra="wiki", headers={"User-Agent": USER_AGENT}, name="url"
+        )
+        _CLIENTS[key] = client
+    return client
 
 
 class WikiBackend(ABC):
@@ -107,30 +123,26 @@ class _HttpBackend(WikiBackend):
         self.timeout_s = timeout_s
         self._cache: dict[str, WikiPage | None] = {}
 
-    def _opener(self) -> urllib.request.OpenerDirector:
-        host = urllib.parse.urlsplit(self.url).hostname or ""
-        if host in ("127.0.0.1", "localhost", "::1"):  # loopback: never through a proxy
-            return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        return urllib.request.build_opener()
-
     def _get(self, url: str) -> tuple[int, str, str]:
         """``(status, final URL, body)``; 404 is an answer, other failures are retried."""
+        from gemgym._http import TransportError
+
+        client = _client(self.url, self.timeout_s)
+        path = url[len(self.url) :] if url.startswith(self.url) else url
         last = ""
-        opener = self._opener()
         for attempt in range(self.max_query_attempts):
             if self.query_delay_ms:
                 time.sleep(self.query_delay_ms / 1000)
-            request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
             try:
-                with opener.open(request, timeout=self.timeout_s) as response:
-                    body = response.read().decode("utf-8", "replace")
-                    return int(response.status), str(response.url), body
-            except urllib.error.HTTPError as e:
-                if e.code == 404:
+                response = client.get(path)
+            except TransportError as e:
+                last = str(e)
+            else:
+                if response.status == 404:
                     return 404, url, ""
-                last = f"HTTP {e.code}"
-            except (OSError, ValueError) as e:
-                last = f"{type(e).__name__}: {e}"
+                if response.status < 400:
+                    return response.status, response.url, response.text
+                last = f"HTTP {response.status}"
             time.sleep(min(2.0, 0.1 * 2**attempt))
         raise EnvLostError(
             f"the {self.name} backend at {self.url} did not answer after "
