@@ -472,6 +472,16 @@ class SandboxFallbackWarning(UserWarning):
 # -- processes, memory and uids --------------------------------------------------------------------
 
 
+@functools.cache
+def _nproc_per_namespace() -> bool:
+    """Whether this kernel counts ``RLIMIT_NPROC`` per user namespace (Linux 5.14 and later)."""
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 14)
+
+
 def _required_scope(limits: Limits) -> MemoryScope | None:
     """The memory scope ``limits`` insists on (``None``: per-process is accepted)."""
     if limits.memory_scope == "sandbox":
@@ -527,9 +537,16 @@ class ProcessLimiter:
         return NOBODY if self.dropping else None
 
     def nproc(self, max_processes: int, uid: int | None = None) -> int | None:
-        """The ``RLIMIT_NPROC`` to set (counts all processes of the uid), or ``None``."""
+        """The ``RLIMIT_NPROC`` to set, or ``None`` (a pids cgroup limits processes).
+
+        Since Linux 5.14 the kernel counts it per user namespace: only the sandbox's own
+        processes count, so it is the limit plus the server and the test process. Before,
+        it counted every process of the uid on the machine, taken when the run starts.
+        """
         if self.mode == "cgroup":
             return None
+        if _nproc_per_namespace():
+            return max_processes + 2
         if uid is None:
             uid = self.user if self.dropping else os.getuid()
         assert uid is not None

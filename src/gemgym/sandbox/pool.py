@@ -116,7 +116,10 @@ class PoolSandbox(Sandbox):
                 self._idle.append(worker)
                 self._cv.notify()
             return
-        if self._closed or os.getpid() != self._pid:
+        if self._closed or os.getpid() != self._pid or self.limiter.mode == "uid":
+            # With RLIMIT_NPROC (counted over the whole uid when each run starts) no worker
+            # may start or stop behind a run's back, or the run could fork beyond its limit:
+            # the next run starts the replacement itself.
             worker.close()
             with self._cv:
                 self._started -= 1
@@ -124,16 +127,12 @@ class PoolSandbox(Sandbox):
             return
         # A retired worker is closed, and its replacement started, off the caller's path: the
         # slot passes to the replacement (a run that needs a worker meanwhile waits for it).
-        # With RLIMIT_NPROC (counted over the whole uid when each run starts) the old worker's
-        # processes must be gone first, or a run could count them and then fork beyond its limit.
-        if self.limiter.mode == "uid":
-            worker.close()
         threading.Thread(
             target=self._replace, args=(worker,), name="gemgym-pool-replace", daemon=True
         ).start()
 
     def _replace(self, worker: ServerProcess) -> None:
-        worker.close()  # idempotent
+        worker.close()
         fresh = None
         if not self._closed:
             try:
