@@ -373,21 +373,27 @@ def values_from_args(
     return out
 
 
-def flags_in_message(message: str, options: Iterable[Option]) -> str:
-    """``message`` with each ``section.name`` it holds written as the option's flag."""
+def flags_in_message(message: str, options: Iterable[Option], *, keep_names: bool = False) -> str:
+    """``message`` with each ``section.name`` it holds written as the option's flag (with
+    ``keep_names``: as ``section.name (--flag)``, for settings that may come from a file)."""
     by_path = {opt.path: opt.flag for opt in options}
     if not by_path:
         return message
     names = sorted(by_path, key=len, reverse=True)
     pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
-    return pattern.sub(lambda m: by_path[m.group(1)], message)
+
+    def flag(m: re.Match[str]) -> str:
+        path = m.group(1)
+        return f"{path} ({by_path[path]})" if keep_names else by_path[path]
+
+    return pattern.sub(flag, message)
 
 
 # -- nested dicts and files ---------------------------------------------------------------
 
 
-def build_section(cls: type[Any], section: str, values: Mapping[str, Any]) -> Any:
-    """The section ``cls`` from a dict of its settings (each checked against its type)."""
+def _section_values(cls: type[Any], section: str, values: Any) -> dict[str, Any]:
+    """``values`` checked as settings of the section ``cls``: names known, types right."""
     if not isinstance(values, Mapping):
         raise ConfigError(f"section {section!r} must be a table of its settings, got {values!r}")
     options = {opt.name: opt for opt in section_options(section, cls)}
@@ -397,18 +403,25 @@ def build_section(cls: type[Any], section: str, values: Mapping[str, Any]) -> An
             f"{[f'{section}.{k}' for k in unknown]} are not settings; the settings of "
             f"{section!r}: {list(options)}"
         )
-    return cls(**{k: options[k].coerce(v) for k, v in values.items()})
+    return {k: options[k].coerce(v) for k, v in values.items()}
+
+
+def build_section(cls: type[Any], section: str, values: Mapping[str, Any]) -> Any:
+    """The section ``cls`` from a dict of its settings (each checked against its type)."""
+    return cls(**_section_values(cls, section, values))
 
 
 def build_config(cls: type[Any], nested: Mapping[str, Any]) -> Any:
     """The config dataclass ``cls`` from a dict of sections (a section left out is made from
-    no settings: its defaults)."""
+    no settings: its defaults). Every name and type is checked before any section is made
+    (and checks its values)."""
     hints = typing.get_type_hints(cls)
     sections = [f.name for f in fields(cls) if is_dataclass(hints[f.name])]
     unknown = sorted(set(nested) - set(sections))
     if unknown:
         raise ConfigError(f"unknown sections {unknown}; the sections: {sections}")
-    return cls(**{s: build_section(hints[s], s, nested.get(s, {})) for s in sections})
+    values = {s: _section_values(hints[s], s, nested.get(s, {})) for s in sections}
+    return cls(**{s: hints[s](**values[s]) for s in sections})
 
 
 def to_nested(config: Any) -> dict[str, dict[str, Any]]:

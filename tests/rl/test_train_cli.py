@@ -1,15 +1,24 @@
-"""``gemgym train``'s flags are made from TrainConfig's fields and parse as the hand-written ones did."""
+"""``gemgym train``'s flags are made from TrainConfig's section fields and parse as the
+hand-written ones did (through the migration of the flat config they made); ``--config``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import fields
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gemgym.cli.train import FLAGS, add_arguments, config_from_args
-from gemgym.rl.trainer.config import SECTIONS, TrainConfig
+from gemgym.cli.train import OPTIONS, add_arguments, config_from_args
+from gemgym.errors import ConfigError
+from gemgym.options import DeprecatedOptionWarning, merge_nested, values_from_args
+from gemgym.rl.trainer.config import (
+    SECTIONS,
+    TrainConfig,
+    config_from_dict,
+    migrate_flat_config,
+)
 
 ENV = "game:GuessTheNumber-v0-easy"
 
@@ -192,14 +201,15 @@ def _old_add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no per-update log")
 
 
-def _old_config(args: argparse.Namespace) -> TrainConfig:
-    """The config the hand-written mapping made of the old arguments."""
+def _old_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The flat config the hand-written mapping made of the old arguments (its keyword
+    arguments of the flat ``TrainConfig``; the fields it left out had their defaults)."""
     from gemgym.rl.advantages import GROUP_ESTIMATORS
 
     group = args.group_size
     if group is None:
         group = 8 if args.estimator in GROUP_ESTIMATORS else 1
-    return TrainConfig(
+    return dict(
         env_id=args.env_id,
         env_kwargs=args.env_kwargs,
         out_dir=args.out,
@@ -349,6 +359,20 @@ EVERY_OLD_FLAG = [
 ]
 
 
+DEFAULTS = {s: {o.name: o.default for o in OPTIONS if o.section == s} for s in SECTIONS}
+
+
+def _resolved(nested: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every setting of ``nested`` (the defaults under it), the group size chosen as the old
+    command line chose it when not given (8 for a group estimator, else 1)."""
+    from gemgym.rl.advantages import GROUP_ESTIMATORS
+
+    full = merge_nested(DEFAULTS, nested)
+    if full["rl"]["group_size"] is None:
+        full["rl"]["group_size"] = 8 if full["rl"]["estimator"] in GROUP_ESTIMATORS else 1
+    return full
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -359,11 +383,17 @@ EVERY_OLD_FLAG = [
         [ENV, "--updates", "1", "--estimator", "reinforce", "--group-size", "2"],
     ],
 )
-def test_every_old_flag_parses_to_the_same_config(argv: list[str]) -> None:
+def test_every_old_flag_parses_to_the_same_settings(argv: list[str]) -> None:
     old_args = _parse(_old_add_arguments, argv)
     new_args = _parse(add_arguments, argv)
-    assert config_from_args(new_args) == _old_config(old_args)
+    old = migrate_flat_config(_old_config(old_args))
+    assert _resolved(values_from_args(new_args, OPTIONS)) == _resolved(old)
     assert (new_args.resume, new_args.quiet) == (old_args.resume, old_args.quiet)
+    if argv is not EVERY_OLD_FLAG:  # (that one sets flags that exclude each other)
+        new = config_from_args(new_args)
+        assert new == config_from_dict(old) or (
+            new.rl.group_size is None and new.rl.group_size_for_estimator == old["rl"]["group_size"]
+        )
 
 
 def test_every_old_flag_is_still_declared() -> None:
@@ -380,39 +410,77 @@ def test_every_old_flag_is_still_declared() -> None:
 
 
 def test_the_flags_are_made_from_the_config_fields() -> None:
-    names = [f.name for f in fields(TrainConfig)]
-    # every field but the positional env id has a flag, and every section lists each field once
-    assert set(FLAGS) == set(names) - {"env_id"}
-    listed = [n for section in SECTIONS.values() for n in section]
-    assert sorted(listed) == sorted(names)
-    # a field's default is its flag's default (the group size: chosen by the estimator)
-    args = _parse(add_arguments, [ENV])
-    config = TrainConfig(env_id=ENV)
-    for name in FLAGS:
-        if name not in ("group_size",):
-            assert getattr(args, name) == getattr(config, name), name
-    # the fields the hand-written flags left out have flags now
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    by_dest = {a.dest: a for a in parser._actions if a.help != argparse.SUPPRESS}
+    # every field of every section has one argument (the env id: the positional one)
+    assert [o.path for o in OPTIONS] == [f"{s}.{n}" for s, names in SECTIONS.items() for n in names]
+    assert {o.path for o in OPTIONS} <= set(by_dest)
+    positional = [o.path for o in OPTIONS if not by_dest[o.path].option_strings]
+    assert positional == ["run.env_id"]
+    # no two options share a spelling, and each flag is its section's prefix and its name,
+    # but for the four that keep the short names users typed
+    spellings = [s for a in parser._actions for s in a.option_strings]
+    assert len(spellings) == len(set(spellings))
+    own = {o.path: o.flag for o in OPTIONS if o.meta.flag}
+    assert own == {
+        "run.out_dir": "--out",
+        "run.time_budget_s": "--time-budget",
+        "sft.path": "--sft",
+        "sft.init_checkpoint": "--init",
+    }
+    for o in OPTIONS:
+        if o.path not in own and o.path != "run.env_id":
+            assert o.flag == "--" + (o.prefix + o.name).replace("_", "-")
+            assert by_dest[o.path].option_strings[0] == o.flag
+    # a flag not given leaves the default (of the field, never of the parser)
+    assert values_from_args(_parse(add_arguments, [ENV]), OPTIONS) == {"run": {"env_id": ENV}}
+    assert config_from_args(_parse(add_arguments, [ENV, "--updates", "1"])) == config_from_dict(
+        {"run": {"env_id": ENV, "updates": 1}}
+    )
+    # the fields the hand-written flags left out have flags too
     args = _parse(
         add_arguments,
         [
             ENV,
+            "--updates",
+            "1",
             "--max-new-tokens",
             "12",
             "--sft-lr",
             "0.01",
-            "--no-final-eval-greedy",
+            "--no-eval-greedy",
             "--eval-every-episodes",
             "32",
             "--checkpoint-every",
             "0",
             "--max-grad-norm",
             "0.5",
+            "--no-overlap",
         ],
     )
     cfg = config_from_args(args)
-    assert (cfg.max_new_tokens, cfg.sft_lr, cfg.final_eval_greedy) == (12, 0.01, False)
-    assert (cfg.eval_episodes, cfg.checkpoint_every, cfg.max_grad_norm) == (32, 0, 0.5)
-    assert cfg.sections()["sft"]["sft_lr"] == 0.01
+    assert (cfg.sampling.max_new_tokens, cfg.sft.lr, cfg.eval.greedy) == (12, 0.01, False)
+    assert (cfg.eval.every_episodes, cfg.checkpoint.every, cfg.optim.max_grad_norm) == (32, 0, 0.5)
+    assert cfg.run.overlap is False and cfg.to_dict()["sft"]["lr"] == 0.01
+
+
+def test_the_two_evaluation_sizes_are_no_longer_crossed() -> None:
+    """``--eval-episodes`` (the final evaluation) sets ``eval.episodes``,
+    ``--eval-every-episodes`` (each periodic one) ``eval.every_episodes``."""
+    args = _parse(
+        add_arguments, [ENV, "--updates", "1", "--eval-episodes", "7", "--eval-every-episodes", "3"]
+    )
+    cfg = config_from_args(args)
+    assert (cfg.eval.episodes, cfg.eval.every_episodes) == (7, 3)
+    assert TrainConfig.from_flags(updates=1, eval_episodes=7, eval_every_episodes=3) == cfg
+
+
+def test_an_old_spelling_still_works_and_warns() -> None:
+    for old, value in (("--final-eval-greedy", True), ("--no-final-eval-greedy", False)):
+        with pytest.warns(DeprecatedOptionWarning, match=f"{old} is deprecated: use --"):
+            args = _parse(add_arguments, [ENV, "--updates", "1", old])
+        assert config_from_args(args).eval.greedy is value
 
 
 def test_bad_choices_are_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
@@ -421,5 +489,58 @@ def test_bad_choices_are_refused_by_the_parser(capsys: pytest.CaptureFixture[str
     assert "invalid choice: 'gae'" in capsys.readouterr().err
     assert (
         json.loads('{"a": 1}')
-        == _parse(add_arguments, [ENV, "--env-kwargs", '{"a": 1}']).env_kwargs
+        == _parse(add_arguments, [ENV, "--env-kwargs", '{"a": 1}']).__dict__["run.env_kwargs"]
     )
+
+
+def test_errors_name_the_flags_on_the_command_line_and_the_parameters_in_python() -> None:
+    with pytest.raises(ConfigError, match=r"^rl\.gamma must be in \[0, 1\], got 1\.5$"):
+        TrainConfig.from_flags(updates=1, gamma=1.5)
+    with pytest.raises(ConfigError, match=r"^--gamma must be in \[0, 1\], got 1\.5$"):
+        config_from_args(_parse(add_arguments, [ENV, "--updates", "1", "--gamma", "1.5"]))
+    with pytest.raises(ConfigError, match="give --entropy-ref-min or --entropy-turns"):
+        argv = [ENV, "--updates", "1", "--entropy-coef", "0.1", "--entropy-target", "1", "0.5"]
+        config_from_args(_parse(add_arguments, argv))
+    with pytest.raises(ConfigError, match=r"--updates or --time-budget"):
+        config_from_args(_parse(add_arguments, [ENV]))
+
+
+def test_a_config_file_gives_the_settings_and_flags_override_it(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(
+        "[run]\n"
+        'env_id = "game:GuessTheNumber-v0-hard"\n'
+        "updates = 5\n"
+        "[run.env_kwargs]\n"
+        "partial_credit = false\n"
+        "[rl]\n"
+        'estimator = "grpo"\n'
+        "gamma = 1\n"  # an integer is a float here
+        "[entropy]\n"
+        "coef = 0.1\n"
+        "turns = 2\n"
+        "target = [1.5, 0.25]\n"
+        "[kl]\n"
+        "coef = 0.05\n"
+    )
+    cfg = config_from_args(_parse(add_arguments, ["--config", str(path), "--kl-coef", "0.2"]))
+    assert cfg.run.env_id == "game:GuessTheNumber-v0-hard" and cfg.run.updates == 5
+    assert cfg.run.env_kwargs == {"partial_credit": False}
+    assert (cfg.rl.estimator, cfg.rl.gamma, cfg.rl.group_size_for_estimator) == ("grpo", 1.0, 8)
+    assert cfg.entropy.target == (1.5, 0.25)
+    assert cfg.kl.coef == 0.2  # the flag over the file
+    # the positional env id overrides the file's too
+    cfg = config_from_args(_parse(add_arguments, [ENV, "--config", str(path)]))
+    assert cfg.run.env_id == ENV
+    # a file's mistakes are named
+    for text, match in (
+        ("[rl]\ngama = 0.5\n", r"\['rl\.gama'\] are not settings"),
+        ("[rll]\n", r"unknown sections \['rll'\]"),
+        ('[run]\nupdates = "5"\n', r"run\.updates \(--updates\) must be an integer, got '5'"),
+        ("[run\n", "is not valid TOML"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=match):
+            config_from_args(_parse(add_arguments, ["--config", str(path)]))
+    with pytest.raises(ConfigError, match="does not exist"):
+        config_from_args(_parse(add_arguments, ["--config", str(tmp_path / "none.toml")]))

@@ -82,9 +82,11 @@ def add_arguments(p: argparse.ArgumentParser, *, shared: Sequence[Option] = ()) 
     add_option_groups(p, [*OPTIONS, *shared], titles=SECTION_TITLES)
 
 
-def _cli_error(e: ConfigError) -> ConfigError:
-    """``e`` with the parameters it names written as this command's flags."""
-    return ConfigError(flags_in_message(str(e), OPTIONS))
+def _cli_error(e: ConfigError, args: argparse.Namespace) -> ConfigError:
+    """``e`` with the parameters it names written as this command's flags (and, with a config
+    file, as the file's ``section.name`` too)."""
+    keep_names = bool(getattr(args, "config", None))
+    return ConfigError(flags_in_message(str(e), OPTIONS, keep_names=keep_names))
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -95,7 +97,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         given = values_from_args(args, OPTIONS)
         return config_from_dict(merge_nested(nested, given))
     except ConfigError as e:
-        raise _cli_error(e) from None
+        raise _cli_error(e, args) from None
 
 
 def resume_command(config: TrainConfig) -> str:
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"resume with:\n  {resume_command(cfg)}", file=sys.stderr)
         return stop.exit_status
     except ConfigError as e:
-        raise _cli_error(e) from None
+        raise _cli_error(e, args) from None
     ev = final.get("eval", {})
     print(
         f"{final['updates']} updates in {final['train_time_s']} s; eval on "
