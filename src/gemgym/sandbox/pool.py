@@ -9,8 +9,9 @@ whatever its state, empties ``/tmp`` and ``/dev/shm``, and verifies that nothing
 process, file or System V IPC object) and that nothing the next run could read tells how this
 one went (the network namespace's sockets and counters, the pid counter, ``tmpfs`` inode
 numbers); the host checks the worker's cgroup too. A worker that cannot be verified clean is
-retired (the run's :attr:`~gemgym.sandbox.RunResult.notes` say so) and replaced in the
-background. The server is PID 1 of its sandbox, not ptrace-able (seccomp and
+retired (the run's :attr:`~gemgym.sandbox.RunResult.notes` say so) and replaced (in the
+background as root; by the next run otherwise, so that no worker starts or stops behind a
+run's ``RLIMIT_NPROC``). The server is PID 1 of its sandbox, not ptrace-able (seccomp and
 ``PR_SET_DUMPABLE``), and its answers carry a per-request nonce.
 
 A run whose worker died before the program started is retried on a fresh worker; a sandbox that
