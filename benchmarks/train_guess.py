@@ -50,7 +50,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     warnings.filterwarnings("ignore")
     from gemgym.rl.trainer import TrainConfig, Trainer
 
-    cfg = TrainConfig(**job["config"])
+    cfg = TrainConfig.from_flags(**job["config"])  # one keyword per gemgym train flag
     t0 = time.strftime("%X")
 
     def log(msg: str) -> None:
@@ -185,8 +185,8 @@ def main() -> None:
     )
     common = {
         "env_id": args.env,
-        "env_kwargs": args.env_kwargs,
-        "final_eval_episodes": args.eval_episodes,
+        "env_kwargs": args.env_kwargs or {},
+        "eval_episodes": args.eval_episodes,
         "threads": args.threads,
         "n_layer": args.n_layer,
         "n_embd": args.n_embd,
@@ -197,11 +197,11 @@ def main() -> None:
         "device": args.device,
     }
     sft_dir = work / tag / "sft"
-    sft_config: dict[str, Any] = {**common, "out_dir": str(sft_dir), "updates": 0}
+    sft_config: dict[str, Any] = {**common, "out": str(sft_dir), "updates": 0}
     if args.init:  # a given warm start, evaluated like a trained one
-        sft_config["init_checkpoint"] = args.init
+        sft_config["init"] = args.init
     else:
-        sft_config.update(sft_path=str(traces), sft_steps=args.sft_steps, sft_lr=args.sft_lr)
+        sft_config.update(sft=str(traces), sft_steps=args.sft_steps, sft_lr=args.sft_lr)
     sft = run_one({"name": "sft", "verbose": args.verbose, "config": sft_config})
     what = f"from {args.init}" if args.init else f"{args.sft_steps} steps, {sft['train_time_s']} s"
     print(
@@ -228,9 +228,9 @@ def main() -> None:
                 "config": {
                     **CONFIGS[name],
                     **common,
-                    "out_dir": str(work / tag / run),
+                    "out": str(work / tag / run),
                     "seed": seed,
-                    "time_budget_s": args.budget,
+                    "time_budget": args.budget,
                     "lr": args.lr,
                     "epochs": args.epochs,
                     "minibatches": args.minibatches,
@@ -253,7 +253,7 @@ def main() -> None:
                     "eval_temperature": args.eval_temperature,
                     "lr_schedule": args.lr_schedule,
                     "overlap": args.overlap,
-                    "init_checkpoint": args.init or str(sft_dir / "checkpoint.pt"),
+                    "init": args.init or str(sft_dir / "checkpoint.pt"),
                 },
             }
         )
@@ -267,7 +267,7 @@ def main() -> None:
 
     rows = []
     for job, final in zip(jobs, finals, strict=True):
-        src = Path(job["config"]["out_dir"]) / "curves.csv"
+        src = Path(job["config"]["out"]) / "curves.csv"
         shutil.copy(src, out / f"{tag}_{job['name']}.csv")
         ev = final["eval"]
         greedy = final.get("eval_greedy") or {}
