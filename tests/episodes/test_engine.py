@@ -265,10 +265,11 @@ def test_the_trainer_flag_keeps_failed_episodes() -> None:
     import argparse
 
     from gemgym.cli.train import add_arguments, config_from_args
-    from gemgym.rl.trainer import TrainConfig
+    from gemgym.rl.trainer import RLConfig
 
-    assert TrainConfig().keep_errors is False
+    assert RLConfig().keep_errors is False
     p = argparse.ArgumentParser()
     add_arguments(p)
-    assert config_from_args(p.parse_args([ENV, "--keep-errors", "--updates", "1"])).keep_errors
-    assert not config_from_args(p.parse_args([ENV, "--updates", "1"])).keep_errors
+    args = p.parse_args([ENV, "--keep-errors", "--updates", "1"])
+    assert config_from_args(args).rl.keep_errors
+    assert not config_from_args(p.parse_args([ENV, "--updates", "1"])).rl.keep_errors
