@@ -244,6 +244,20 @@ def test_the_curve_is_drawn_per_update_with_wall_time_on_a_second_axis(tmp_path:
     assert top.get_xlabel() == "wall minutes"
 
 
+def test_updates_that_end_in_the_same_hundredth_of_a_second_draw_without_a_warning(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    from gemgym.rl.trainer.output import write_curves
+
+    rows = [{"update": u, "time_s": 1.0, "success": 0.0, "mean_turns": 1.0} for u in (1, 2, 3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warned of a singular wall-time axis
+        write_curves(rows, tmp_path, "rebn")
+    assert (tmp_path / "curves.png").stat().st_size > 0
+
+
 @pytest.mark.parametrize(
     "flags",
     [

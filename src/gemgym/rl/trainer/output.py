@@ -101,7 +101,7 @@ def curves_figure(runs: dict[str, Path | str], *, x: str = "time_s", window: int
 def _wall_time_axis(axes: Sequence[Any], updates: np.ndarray, minutes: np.ndarray) -> None:
     """A second x axis, at the top, with the wall minutes at which the updates ended."""
     ok = np.isfinite(minutes)
-    if ok.sum() < 2 or np.any(np.diff(minutes[ok]) < 0):
+    if ok.sum() < 2 or np.any(np.diff(minutes[ok]) <= 0):  # the inverse needs them increasing
         return
     u, m = updates[ok], minutes[ok]
 
