@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     except TrainingInterrupted as stop:
         print(f"gemgym: {stop.message}", file=sys.stderr)
         print(f"resume with:\n  {resume_command(cfg)}", file=sys.stderr)
+        print(f"or:\n  gemgym train --config {trainer.config_path} --resume", file=sys.stderr)
         return stop.exit_status
     except ConfigError as e:
         raise _cli_error(e, args) from None
