@@ -14,6 +14,7 @@ import gemgym
 from gemgym.agents import FunctionAgent, OpenAIAgent, OracleAgent, RandomAgent, make_agent
 from gemgym.errors import AgentError, ConfigError
 from gemgym.experience import summarize
+from helpers.extras import skip_without
 
 
 class _ChatServer(BaseHTTPRequestHandler):
@@ -94,6 +95,7 @@ def test_make_agent_rejects_unknown() -> None:
         make_agent("smart")
 
 
+@skip_without("openai")
 def test_openai_agent_keeps_the_conversation(llm_server: str) -> None:
     agent = OpenAIAgent(model="test-model", base_url=llm_server, system_prompt="You play games.")
     eps = list(
@@ -112,6 +114,7 @@ def test_openai_agent_keeps_the_conversation(llm_server: str) -> None:
     assert longest >= 4  # system, user, assistant, user, ...
 
 
+@skip_without("openai")
 def test_openai_agent_unreachable_server_is_a_clear_error() -> None:
     agent = OpenAIAgent(model="m", base_url="http://127.0.0.1:9/v1", timeout=2, max_retries=0)
     with pytest.raises(AgentError, match="cannot reach the LLM server"):

@@ -4,7 +4,8 @@ Each id gets one reset and every reply of :func:`gemgym.testing.bad_actions` (em
 bytes, a million-digit ``\\boxed{}``, 2 MB of text, nested and unclosed boxes, unclosed tags,
 non-``str`` values). The families whose ids share one adapter (reasoning-gym, TextArena, the
 terminal tasks) run a few representative ids by default and the rest under ``-m slow``. Ids whose
-extra is not installed are skipped with the reason.
+extra is not installed are skipped, naming it (the registry knows each id's extra: some envs
+build without it and need it only to score a reply).
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ import gemgym
 from gemgym.core import ECHO_LIMIT, NON_TEXT_KEY, Env, excerpt
 from gemgym.errors import DependencyNotInstalled
 from gemgym.testing import EnvCheckError, bad_actions, check_bad_actions
+from helpers.extras import missing_extra, needs_extra, reason
 
 # The ids gemgym ships (their entry points are in the package); envs that other test modules
 # register for themselves (evaltest:*, toy envs) are not part of the suite.
 ALL_IDS = [
-    i
-    for i in gemgym.list_envs()
-    if str(gemgym.registry.spec(i).entry_point).startswith("gemgym.")
+    i for i in gemgym.list_envs() if str(gemgym.registry.spec(i).entry_point).startswith("gemgym.")
 ]
 
 # ids that stand for their family in the default run (distinct parsers and scorers)
@@ -45,10 +45,17 @@ _SHARED_ADAPTER = ("rg:", "ta:", "terminal:")
 def _param(env_id: str) -> Any:
     # terminal tasks run each reply in a sandboxed shell (seconds each): all under -m slow
     slow = env_id.startswith(_SHARED_ADAPTER) and env_id not in _REPRESENTATIVES
-    return pytest.param(env_id, marks=[pytest.mark.slow] if slow else [])
+    extra = missing_extra(env_id)
+    marks = [pytest.mark.slow] if slow else []
+    return pytest.param(
+        env_id, marks=[*marks, pytest.mark.skip(reason=reason(extra, env_id))] if extra else marks
+    )
 
 
 def _make(env_id: str) -> Env[Any, Any]:
+    extra = missing_extra(env_id)
+    if extra is not None:
+        pytest.skip(reason(extra, env_id))
     try:
         return gemgym.make(env_id)
     except DependencyNotInstalled as e:
@@ -127,7 +134,7 @@ def test_negotiation_takes_huge_counts() -> None:
 
 
 def test_textarena_quotes_long_replies_and_caps_their_length() -> None:
-    pytest.importorskip("textarena")
+    needs_extra("ta")
     from gemgym.envs.textarena import MAX_ACTION_CHARS
 
     env = gemgym.make("ta:ConnectFour-v0")
@@ -163,7 +170,7 @@ def test_check_bad_actions_names_the_reply_an_env_fails_on() -> None:
 
 
 def test_rewards_of_the_sweep_are_finite() -> None:
-    env = gemgym.make("math:GSM8K")
+    env = _make("math:GSM8K")
     for action in bad_actions().values():
         env.reset(seed=0)
         assert math.isfinite(env.step(action)[1])

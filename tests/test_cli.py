@@ -13,6 +13,7 @@ import pytest
 
 import gemgym.experience as experience
 from gemgym.agents import OracleAgent
+from helpers.extras import skip_without
 
 
 def gemgym(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -90,7 +91,7 @@ def test_run_random_with_env_kwargs() -> None:
         (["run", "game:GuessTheNumber-v0-easy", "--episodes", "0"], "--episodes"),
         (["run", "game:GuessTheNumber-v0-easy", "--agent", "openai"], "--model"),
         (["info", "nope:Nothing"], "no env registered"),
-        (
+        pytest.param(
             [
                 "run",
                 "game:GuessTheNumber-v0-easy",
@@ -107,6 +108,7 @@ def test_run_random_with_env_kwargs() -> None:
                 "2",
             ],
             "cannot reach the LLM server",
+            marks=skip_without("openai"),
         ),
     ],
 )

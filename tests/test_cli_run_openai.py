@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.cli import main
+from helpers.extras import needs_extra
 from helpers.net import free_port
 from helpers.scripted_server import ScriptedChatServer
+
+needs_extra("openai")  # the chat agent's HTTP client
 
 GUESS = "game:GuessTheNumber-v0-easy"
 

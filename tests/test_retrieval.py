@@ -26,6 +26,7 @@ from gemgym.retrieval import (
     write_corpus,
 )
 from gemgym.retrieval.corpus import build_stdlib_corpus
+from helpers.extras import skip_without
 
 
 @pytest.fixture(scope="module")
@@ -281,6 +282,7 @@ def test_server_stop_releases_the_port(bm25: BM25Retriever) -> None:
     RetrievalServer(bm25, port=port).stop()  # the port can be bound again
 
 
+@skip_without("search")  # the server process builds a BM25 index
 def test_cli_serve_retriever_serves_the_sample_corpus() -> None:
     cmd = [sys.executable, "-m", "gemgym.cli", "serve-retriever", "--sample", "--port", "0"]
     with subprocess.Popen(

@@ -6,7 +6,11 @@ the extra from it, so a CI run that requires the extra fails instead of skipping
 
 * module level: ``needs_extra("rg")`` (or ``ray = needs_module("ray", "ray")`` to get the module);
 * parametrised env ids: ``env_params(ids)``, each id that needs a missing extra marked skip
-  (the registry knows each env's extra: :attr:`gemgym.EnvSpec.extra`).
+  (the registry knows each env's extra: :attr:`gemgym.EnvSpec.extra`);
+* everywhere else (tests/conftest.py loads :class:`SkipMissingExtras`): a test or fixture that
+  stops on gemgym's :class:`~gemgym.errors.DependencyNotInstalled` for an extra that is indeed
+  not installed is skipped with that error as the reason. An error that names an installed
+  extra, or none, still fails.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import pytest
 from packaging.requirements import Requirement
 
 __all__ = [
+    "SkipMissingExtras",
     "env_extra",
     "env_params",
     "extra_installed",
@@ -106,10 +111,15 @@ def skip_without(*extras: str) -> pytest.MarkDecorator:
 
 
 def env_extra(env_id: str) -> str | None:
-    """The extra the registered ``env_id`` needs (:attr:`gemgym.EnvSpec.extra`), or ``None``."""
+    """The extra the registered ``env_id`` needs (:attr:`gemgym.EnvSpec.extra`), or ``None``;
+    an audit id with a tool (``math:GSM8K+python``) is its env's."""
+    from gemgym.errors import EnvNotFoundError
     from gemgym.registry import spec
 
-    return spec(env_id).extra
+    try:
+        return spec(env_id.split("+", 1)[0]).extra
+    except EnvNotFoundError:
+        return None
 
 
 def missing_extra(env_id: str) -> str | None:
@@ -118,11 +128,60 @@ def missing_extra(env_id: str) -> str | None:
     return extra if extra is not None and not extra_installed(extra) else None
 
 
-def env_params(ids: Iterable[str], *marks: Any) -> list[Any]:
-    """``pytest.param`` for each id (with ``marks``), skipped when its extra is missing."""
+def env_params(ids: Iterable[Any], *marks: Any) -> list[Any]:
+    """``pytest.param`` for each id (a string or a ``pytest.param`` of one, keeping its marks),
+    with ``marks``, skipped when its extra is missing."""
     out = []
-    for env_id in ids:
+    for item in ids:
+        if isinstance(item, str):
+            env_id, own, param_id = item, (), item
+        else:  # a ParameterSet
+            env_id, own, param_id = item.values[0], tuple(item.marks), item.id
         extra = missing_extra(env_id)
         skip = [pytest.mark.skip(reason=reason(extra, env_id))] if extra else []
-        out.append(pytest.param(env_id, id=env_id, marks=[*marks, *skip]))
+        out.append(pytest.param(env_id, id=param_id, marks=[*own, *marks, *skip]))
     return out
+
+
+_EXTRA_RE = re.compile(r"gemgym\[([A-Za-z0-9_.-]+)\]")
+
+
+def _missing_dependency(exc: BaseException | None) -> tuple[str, str] | None:
+    """``(extra, message)`` when ``exc`` (or an error it was raised from) is gemgym's
+    ``DependencyNotInstalled`` naming an extra that is not installed."""
+    from gemgym.errors import DependencyNotInstalled
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DependencyNotInstalled):
+            match = _EXTRA_RE.search(str(exc))
+            if match and not extra_installed(match.group(1)):
+                return match.group(1), str(exc)
+            return None
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+class SkipMissingExtras:
+    """A pytest plugin: a test whose setup or call raises ``DependencyNotInstalled`` for a
+    missing extra is skipped, the reason naming the extra (see the module doc)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Any:
+        return (yield from self._skip_on_missing())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        return (yield from self._skip_on_missing())
+
+    @staticmethod
+    def _skip_on_missing() -> Any:
+        try:
+            return (yield)
+        except Exception as e:
+            found = _missing_dependency(e)
+            if found is None:
+                raise
+            extra, message = found
+            pytest.skip(reason(extra, message.split("; ", 1)[0]))

@@ -76,7 +76,8 @@ def test_python_tool_limit_is_per_tool_and_the_old_name_still_works() -> None:
     assert len(uncut.execute(ToolCall("python", "", "")).observation) > 50_000
 
 
-RETRIEVER = BM25Retriever([Document("0", "Paris", "Paris is the capital of France.")])
+def _retriever() -> BM25Retriever:  # built in the test: it needs gemgym[search]
+    return BM25Retriever([Document("0", "Paris", "Paris is the capital of France.")])
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "1000", True])
@@ -84,7 +85,7 @@ def test_bad_limits_are_config_errors(bad: object) -> None:
     with pytest.raises(ConfigError, match="max_output_chars"):
         PythonTool(sandbox=BigPrint(10), max_output_chars=bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="max_output_chars"):
-        SearchTool(retriever=RETRIEVER, max_output_chars=bad)  # type: ignore[arg-type]
+        SearchTool(retriever=_retriever(), max_output_chars=bad)  # type: ignore[arg-type]
 
 
 def test_conflicting_python_limits_are_a_config_error() -> None:
