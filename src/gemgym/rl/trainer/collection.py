@@ -1,6 +1,7 @@
-"""Collection of the training batches, in the foreground or (``overlap``) in a background thread.
+"""Collection of the training batches, in the foreground or (``run.overlap``) in a background
+thread.
 
-With ``overlap=True`` the batch of update ``k + 1`` is collected by a thread, with a copy of the
+With ``run.overlap=True`` the batch of update ``k + 1`` is collected by a thread, with a copy of the
 policy as it was before update ``k``'s step, while the learner takes that step; the copy is
 refreshed after every step. A pending collection that is thrown away (the run ends, or is
 saved) is replayed after a resume: :meth:`BatchCollection.state` gives the collector's seeds and
@@ -57,7 +58,7 @@ class ScoredBatch(NamedTuple):
 
 class BatchCollection:
     """Collects batches with ``rollout_policy`` (the learner's ``policy`` itself, or a copy of
-    it for ``overlap``) through ``collector``.
+    it for ``run.overlap``) through ``collector``.
 
     ``reference_scores(tokens)`` gives the reference's part of a batch's scores (see
     :meth:`ReferenceScorer.reference_scores`); ``scorer`` scores what the policy did not record.
@@ -88,7 +89,7 @@ class BatchCollection:
 
     @property
     def thread_running(self) -> bool:
-        """Whether the background collection thread exists (``overlap``, until :meth:`stop`)."""
+        """Whether the background collection thread exists (``run.overlap``, until :meth:`stop`)."""
         return self._pool is not None
 
     def collect_scored(self, episodes: int) -> ScoredBatch:
@@ -143,7 +144,7 @@ class BatchCollection:
         return torch.from_numpy(out).to(self.scorer.device)
 
     def sync_rollout_policy(self) -> None:
-        """Copy the learner's weights into the rollout policy's model (``overlap`` only)."""
+        """Copy the learner's weights into the rollout policy's model (``run.overlap`` only)."""
         import torch
 
         if self.rollout_policy is not self.policy:
@@ -169,7 +170,7 @@ class BatchCollection:
         self.rollout_policy.generator.set_state(sample_rng)
 
     def drain(self) -> None:
-        """Wait for a background collection to end and forget its batch (``overlap`` only)."""
+        """Wait for a background collection to end and forget its batch (``run.overlap`` only)."""
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
@@ -177,7 +178,7 @@ class BatchCollection:
             self.restore(*self._resume_point)
 
     def stop(self) -> None:
-        """Drain the background collection and end its thread (``overlap`` only)."""
+        """Drain the background collection and end its thread (``run.overlap`` only)."""
         self.drain()
         if self._pool is not None:
             self._pool.shutdown(wait=True)

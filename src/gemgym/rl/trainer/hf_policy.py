@@ -1,6 +1,6 @@
 """``gemgym train --model PATH``: a Hugging Face chat model trained through :mod:`gemgym.llm`.
 
-With ``TrainConfig.model`` set, the trainer's policy is a :class:`ChatPolicy`, an episode
+With ``policy.model`` set, the trainer's policy is a :class:`ChatPolicy`, an episode
 engine policy (:mod:`gemgym.episodes.policy`) that the trainer's
 :class:`~gemgym.rl.Collector` plays like any other:
 

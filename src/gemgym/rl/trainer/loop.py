@@ -1,35 +1,35 @@
 """The reference trainer: optional SFT warm start, then on-policy RL with any estimator.
 
-One update collects ``episodes_per_update`` episodes with the current policy
-(:class:`~gemgym.rl.Collector`, ``group_size`` episodes per initial state), computes per-turn
+One update collects ``rl.episodes_per_update`` episodes with the current policy
+(:class:`~gemgym.rl.Collector`, ``rl.group_size`` episodes per initial state), computes per-turn
 advantages (:func:`~gemgym.rl.compute_advantages`), broadcasts them to the tokens of each action
 (:func:`~gemgym.rl.token_weights`, observations masked) and takes one gradient step on
 
 .. math:: L = -\\frac{1}{N} \\sum_{\\text{action tokens } j} A_{t(j)} \\log \\pi(x_j \\mid x_{<j}).
 
 Episodes that fail (their env or the policy raised: ``finish_reason == "error"``) are left out of
-the batch unless ``keep_errors`` (``--keep-errors``): the rest of a failed episode's group stays,
+the batch unless ``rl.keep_errors`` (``--keep-errors``): the rest of a failed episode's group stays,
 and group estimators (GRPO, Dr. GRPO, RLOO, ReBN per group) baseline it on the episodes left;
 the curve row's ``errors`` counts them and its ``success`` counts them as failures. An update
 whose every episode failed stops the run with the first failure.
 
-With ``epochs * minibatches > 1`` the batch is reused PPO-style: ``epochs`` passes over it, each
-split into ``minibatches`` shuffled minibatches of episodes, one AdamW step per minibatch on the
+With ``epochs * minibatches > 1`` the batch is reused PPO-style: ``ppo.epochs`` passes over it, each
+split into ``ppo.minibatches`` shuffled minibatches of episodes, one AdamW step per minibatch on the
 clipped surrogate (:func:`clipped_policy_loss`) against the log-probs of the policy that
 collected the batch, so later steps cannot push a token's probability ratio past
 ``1 ± clip_eps``. The first step is exactly the policy gradient above.
 
-With ``overlap=True`` collection and learning run at the same time, on two cores: while the
+With ``run.overlap=True`` collection and learning run at the same time, on two cores: while the
 learner takes its step on batch ``k``, a background thread collects batch ``k + 1`` with a copy of
 the policy as it was before that step (the copy is refreshed after every step). Each batch is
 then one update old when it is learned from, as in asynchronous RL trainers, so the step is the
-clipped surrogate against the log-probs of the copy that collected it (``dual_clip`` bounds
+clipped surrogate against the log-probs of the copy that collected it (``ppo.dual_clip`` bounds
 the negative-advantage side); an update costs about ``max(collect, learn)`` instead of
 ``collect + learn``. Runs stay reproducible: the same seed gives the same batches and weights.
 
-With ``kl_coef = beta > 0`` the loss also holds ``beta`` times a KL penalty toward the reference
-policy (the weights RL started from: the SFT warm start or ``init_checkpoint``), per action token
-with the estimator of GRPO (Shao et al., 2024),
+With ``kl.coef = beta > 0`` the loss also holds ``beta`` times a KL penalty toward the reference
+policy (the weights RL started from: the SFT warm start or ``sft.init_checkpoint``), per action
+token with the estimator of GRPO (Shao et al., 2024),
 ``k3 = pi_ref / pi - log(pi_ref / pi) - 1`` (always >= 0), averaged over the action tokens. Its
 gradient is that of ``KL(pi_ref || pi)``: it pushes mass back onto actions the warm start
 considered, which keeps a policy exploring where an entropy bonus would also spread the format
@@ -37,43 +37,43 @@ tokens the warm start already fixed. Unlike the entropy bonus, whose pull on a m
 the move's probability, the KL's expected pull on a move's logit is ``beta`` times
 ``pi_ref - pi``, so it does not vanish when the policy has given the move up (at a small
 ``beta`` it is weak, though: docs/rl.md).
-``kl_schedule="linear"`` decays ``beta`` to 0 over the run (or at its ``kl_decay_until``
+``kl.schedule="linear"`` decays ``beta`` to 0 over the run (or at its ``kl.decay_until``
 share), so that the policy can settle.
-``kl_estimator="exact"`` computes ``KL(pi_ref || pi)`` over the whole vocabulary at every action
+``kl.estimator="exact"`` computes ``KL(pi_ref || pi)`` over the whole vocabulary at every action
 token instead (the reference then keeps its whole distribution there, ``(tokens, vocab)``): the
 same gradient in expectation, ``pi - pi_ref`` on the logits, but at every step on every token,
 where k3 pulls a move the policy has given up only on the rare steps that sample it.
 
-``entropy_coef = c`` subtracts ``c`` times the policy's entropy over the action tokens from
-the loss. With ``entropy_ref_min = h`` it counts only the action tokens where the reference
+``entropy.coef = c`` subtracts ``c`` times the policy's entropy over the action tokens from
+the loss. With ``entropy.ref_min = h`` it counts only the action tokens where the reference
 policy (the same frozen starting weights) has an entropy of at least ``h`` nats: the choices the
 warm start left open (a game's moves), not the format tokens it already fixed, which a bonus on
-every token pulls toward the uniform. With ``entropy_turns = k`` it counts only the tokens of
+every token pulls toward the uniform. With ``entropy.turns = k`` it counts only the tokens of
 each episode's first ``k`` actions, so that the moves of the later turns can settle while the
-earlier ones still explore. ``entropy_schedule="linear"`` decays ``c`` to 0 at the
-``entropy_decay_until`` share of the run. ``entropy_target = (h0, h1)`` instead adapts ``c``
+earlier ones still explore. ``entropy.schedule="linear"`` decays ``c`` to 0 at the
+``entropy.decay_until`` share of the run. ``entropy.target = (h0, h1)`` instead adapts ``c``
 after every update so that the policy's entropy on the masked tokens follows a line from
 ``h0`` nats at the start to ``h1`` at the end: ``log c += entropy_target_lr * (target - H)``,
 where ``H`` is the batch's mean ``-log pi`` of its sampled masked tokens (an estimate of that
 entropy), and ``c`` stays within ``[1e-3, 1]``. Runs then explore along the same entropy path
 whatever their seed, where a fixed coefficient lets some collapse faster than others.
 
-``temperature = T`` samples the training batches from the policy's logits divided by ``T``
+``sampling.temperature = T`` samples the training batches from the policy's logits divided by ``T``
 (``T > 1`` explores more, mostly where the policy still hesitates: tokens it is sure of, such as
 the format's, barely move) and learns from them as from its own samples: the recorded
 log-probs, and the ratios of the clipped surrogate, are those of the policy itself (temperature
-1). ``min_p = m`` samples only among the tokens at least ``m`` times as likely as the best
+1). ``sampling.min_p = m`` samples only among the tokens at least ``m`` times as likely as the best
 one, so that a temperature above 1 spreads the samples over the choices the policy hesitates
-between and not over the format tokens' unlikely alternatives. ``eval_temperature`` makes the
+between and not over the format tokens' unlikely alternatives. ``eval.temperature`` makes the
 evaluations sample the policy's full distribution at that temperature (default: they sample as
-the training batches do, ``temperature`` and ``min_p``).
+the training batches do, ``sampling.temperature`` and ``sampling.min_p``).
 
-Written to ``out_dir``: ``curves.csv`` (one row per update), ``curves.png`` (per update, wall
+Written to ``run.out_dir``: ``curves.csv`` (one row per update), ``curves.png`` (per update, wall
 minutes on a second axis), ``checkpoint.pt`` (model, optimiser, counters, SFT progress, random
 states: ``resume=True`` continues from it) and ``final.json`` (the final evaluation on fresh
-seeds: sampling as the training batches are, or at ``eval_temperature``, and greedy decoding).
-The checkpoint and the curves are written every ``checkpoint_every`` updates, every
-``checkpoint_every_s`` seconds (SFT included), after SFT, at the end, and on SIGINT/SIGTERM
+seeds: sampling as the training batches are, or at ``eval.temperature``, and greedy decoding).
+The checkpoint and the curves are written every ``checkpoint.every`` updates, every
+``checkpoint.every_s`` seconds (SFT included), after SFT, at the end, and on SIGINT/SIGTERM
 (:mod:`~gemgym.rl.trainer.interrupt`): the run then stops after the current SFT step or update
 and raises :class:`TrainingInterrupted`; resumed, it is the same run as one never stopped.
 
@@ -302,7 +302,7 @@ class Trainer:
 
     @property
     def ref_model(self) -> Any:
-        """The frozen reference model (``None`` until ``kl_coef``/``entropy_ref_min`` use it)."""
+        """The frozen reference model (``None`` until ``kl.coef``/``entropy.ref_min`` use it)."""
         return self.scorer.ref_model
 
     # -- steps -----------------------------------------------------------------------------
@@ -328,10 +328,11 @@ class Trainer:
         entropy_mask: Any = None,
         kl_coef: float | None = None,
     ) -> float:
-        """``epochs`` passes of ``minibatches`` clipped-surrogate steps over one batch, against
-        ``behaviour`` (the collecting policy's log-probs) or the current policy's; ``ref``: the
-        reference policy's log-probs (for ``kl_coef``, default the config's); ``entropy_coef``
-        (default the config's) and ``entropy_mask``: the entropy bonus and its tokens."""
+        """``ppo.epochs`` passes of ``ppo.minibatches`` clipped-surrogate steps over one batch,
+        against ``behaviour`` (the collecting policy's log-probs) or the current policy's;
+        ``ref``: the reference policy's log-probs (for ``kl_coef``, default the config's
+        ``kl.coef``); ``entropy_coef`` (default ``entropy.coef``) and ``entropy_mask``: the
+        entropy bonus and its tokens."""
         cfg = self.config
         return self.learner.ppo_steps(
             tokens,
@@ -359,7 +360,7 @@ class Trainer:
         after_step: Callable[[int], bool] | None = None,
     ) -> float:
         """Supervised warm start: maximise the likelihood of the recorded actions (``steps``
-        steps at ``sft_lr``, progress in the log); returns the last step's loss. ``start`` and
+        steps at ``sft.lr``, progress in the log); returns the last step's loss. ``start`` and
         ``after_step``: as in :func:`~gemgym.rl.trainer.sft.supervised_fine_tune` (resuming,
         stopping early)."""
         cfg = self.config
@@ -382,7 +383,7 @@ class Trainer:
     def rl_update(self) -> dict[str, Any]:
         """Collect one batch and take one policy-gradient step; returns the curve row.
 
-        With ``overlap``, the batch learned from is the one collected during the previous
+        With ``run.overlap``, the batch learned from is the one collected during the previous
         update (the first is collected here), and the next one is collected meanwhile.
         """
         cfg = self.config
@@ -469,21 +470,21 @@ class Trainer:
 
     # -- schedules -------------------------------------------------------------------------
     def learning_rate(self) -> float:
-        """The RL learning rate of the next update: ``lr``, times a linear warm-up over the first
-        ``warmup_updates`` updates, times ``(1 + cos(pi * progress)) / 2`` with the cosine
-        schedule (progress: the share of the time budget used, or of ``updates`` when there is
+        """The RL learning rate of the next update: ``optim.lr``, times a linear warm-up over the
+        first ``optim.warmup_updates`` updates, times ``(1 + cos(pi * progress)) / 2`` with the cosine
+        schedule (progress: the share of the time budget used, or of ``run.updates`` when there is
         no time budget)."""
         return schedules.learning_rate(self.config, self.update, self.progress())
 
     def progress(self) -> float:
-        """The share of the run done: of the time budget, or of ``updates`` without one."""
+        """The share of the run done: of the time budget, or of ``run.updates`` without one."""
         return schedules.run_progress(self.config, self.update, self.elapsed)
 
     def entropy_coefficient(self) -> float:
-        """The entropy bonus of the next update: ``entropy_coef``, times
-        ``1 - progress / entropy_decay_until`` (at least 0) with ``entropy_schedule="linear"``
+        """The entropy bonus of the next update: ``entropy.coef``, times
+        ``1 - progress / entropy.decay_until`` (at least 0) with ``entropy.schedule="linear"``
         (progress as in :meth:`learning_rate`): 0 from that share of the run on. With
-        ``entropy_target``, the coefficient :meth:`adapt_entropy_coef` has reached."""
+        ``entropy.target``, the coefficient :meth:`adapt_entropy_coef` has reached."""
         cfg = self.config
         if cfg.entropy.target is not None:
             return math.exp(self.log_entropy_coef)
@@ -492,7 +493,7 @@ class Trainer:
         )
 
     def entropy_target_now(self) -> float:
-        """The entropy (nats) ``entropy_target`` asks for now: its start, moved linearly
+        """The entropy (nats) ``entropy.target`` asks for now: its start, moved linearly
         toward its end with the run's progress (as in :meth:`learning_rate`)."""
         return schedules.entropy_target_at(self.config, self.progress())
 
@@ -510,8 +511,8 @@ class Trainer:
         return math.exp(self.log_entropy_coef)
 
     def kl_coefficient(self) -> float:
-        """The KL coefficient of the next update: ``kl_coef``, times
-        ``1 - progress / kl_decay_until`` (at least 0) with ``kl_schedule="linear"`` (progress
+        """The KL coefficient of the next update: ``kl.coef``, times
+        ``1 - progress / kl.decay_until`` (at least 0) with ``kl.schedule="linear"`` (progress
         as in :meth:`learning_rate`)."""
         cfg = self.config
         return schedules.scheduled(
@@ -521,7 +522,7 @@ class Trainer:
     # -- reference scoring -----------------------------------------------------------------
     @property
     def _uses_reference(self) -> bool:
-        """Whether a frozen reference scores the batches (``kl_coef`` or ``entropy_ref_min``)."""
+        """Whether a frozen reference scores the batches (``kl.coef`` or ``entropy.ref_min``)."""
         return bool(self.config.kl.coef) or self.config.entropy.ref_min is not None
 
     def reference_scores(self, tokens: Sequence[TokenizedEpisode]) -> tuple[Any, Any]:
@@ -536,7 +537,7 @@ class Trainer:
         return self.scorer.reference_scores(tokens, kl_on=kl_on, entropy_on=entropy_on)
 
     def close(self) -> None:
-        """Stop the background collection thread (``overlap``) and close the envs."""
+        """Stop the background collection thread (``run.overlap``) and close the envs."""
         self.collection.stop()
         self.collector.close()
 
@@ -544,27 +545,27 @@ class Trainer:
         self, episodes: int, *, seed: int = EVAL_SEED_BASE, greedy: bool = False
     ) -> dict[str, float]:
         """Play ``episodes`` fresh episodes (seeds never used in training) with the policy,
-        sampling at ``eval_temperature`` (default: as the training batches are sampled), or
+        sampling at ``eval.temperature`` (default: as the training batches are sampled), or
         taking the most likely token (``greedy=True``)."""
         return evaluate_policy(self.policy, self.config, episodes, seed=seed, greedy=greedy)
 
     # -- the run ---------------------------------------------------------------------------
     @property
     def checkpoint_path(self) -> Path:
-        """Where the run's checkpoint is written: ``out_dir/checkpoint.pt``."""
+        """Where the run's checkpoint is written: ``run.out_dir/checkpoint.pt``."""
         return self.out_dir / "checkpoint.pt"
 
     def run(self, *, resume: bool | Literal["auto"] = False) -> dict[str, Any]:
         """SFT (once), RL until the update count or the time budget, final evaluation.
 
-        ``resume=True`` continues from ``out_dir/checkpoint.pt`` (an error when there is none);
+        ``resume=True`` continues from ``run.out_dir/checkpoint.pt`` (an error when there is none);
         ``"auto"`` continues from it when it exists and starts a new run otherwise.
 
         SIGINT (Ctrl-C) and SIGTERM during the run (from the main thread) stop it after the
         current SFT step or RL update: the checkpoint and the curves are written, then
         :class:`TrainingInterrupted` (a ``KeyboardInterrupt``) is raised with how to resume. A
         second signal stops at once, without saving. Besides, a checkpoint and the curves are
-        written every ``checkpoint_every`` updates and whenever ``checkpoint_every_s`` seconds
+        written every ``checkpoint.every`` updates and whenever ``checkpoint.every_s`` seconds
         have passed since the last one (SFT included), so a killed run loses at most that.
         """
         cfg = self.config
@@ -731,7 +732,7 @@ class Trainer:
     # -- persistence -----------------------------------------------------------------------
     @property
     def config_path(self) -> Path:
-        """Where the run's settings are written: ``out_dir/config.toml``."""
+        """Where the run's settings are written: ``run.out_dir/config.toml``."""
         return self.out_dir / "config.toml"
 
     def write_config(self) -> None:
@@ -747,7 +748,7 @@ class Trainer:
         partial.replace(self.config_path)
 
     def write_curves(self) -> None:
-        """Write ``curves.csv`` and ``curves.png`` in ``out_dir``."""
+        """Write ``curves.csv`` and ``curves.png`` in ``run.out_dir``."""
         write_curves(self.rows, self.out_dir, self.config.rl.estimator)
 
     def save(self, path: Path) -> None:

@@ -25,7 +25,7 @@ __all__ = ["ReferenceScorer"]
 class ReferenceScorer:
     """Scores padded batches of tokenized episodes for a policy ``model``.
 
-    The reference model (for ``kl_coef`` and ``entropy_ref_min``) is a frozen copy of ``model``
+    The reference model (for ``kl.coef`` and ``entropy.ref_min``) is a frozen copy of ``model``
     made by the first :meth:`reference` call: the weights RL starts from.
     """
 
@@ -48,7 +48,7 @@ class ReferenceScorer:
         self.ref_model: Any = None
 
     def reference(self) -> Any:
-        """The reference model of ``kl_coef`` and ``entropy_ref_min`` (a frozen copy of the
+        """The reference model of ``kl.coef`` and ``entropy.ref_min`` (a frozen copy of the
         weights RL started from, made on the first call)."""
         if self.ref_model is None:
             self.ref_model = copy.deepcopy(self.model).eval()
@@ -61,10 +61,10 @@ class ReferenceScorer:
     ) -> tuple[Any, Any]:
         """The reference policy's log-probs of the action tokens (``kl_on``; else ``None``)
         and the bool mask of the action tokens the entropy bonus applies to (else ``None``):
-        those where the reference's entropy is at least ``entropy_ref_min`` nats
-        (``entropy_on``), and those of the first ``entropy_turns`` actions of each episode.
+        those where the reference's entropy is at least ``entropy.ref_min`` nats
+        (``entropy_on``), and those of the first ``entropy.turns`` actions of each episode.
 
-        With ``kl_estimator="exact"`` the reference's part is a :class:`ReferenceDistribution`
+        With ``kl.estimator="exact"`` the reference's part is a :class:`ReferenceDistribution`
         (its whole distribution at the action tokens) instead of log-probs."""
         import torch
 

@@ -20,19 +20,19 @@ __all__ = [
 ]
 
 ENTROPY_COEF_RANGE = (math.log(1e-3), 0.0)
-"""The natural-log bounds of the bonus coefficient that ``entropy_target`` adapts."""
+"""The natural-log bounds of the bonus coefficient that ``entropy.target`` adapts."""
 
 
 def run_progress(config: TrainConfig, update: int, elapsed: float) -> float:
-    """The share of the run done: of the time budget, or of ``updates`` without one."""
+    """The share of the run done: of the time budget, or of ``run.updates`` without one."""
     if config.run.time_budget_s is not None:
         return min(1.0, elapsed / config.run.time_budget_s)
     return min(1.0, update / max(1, config.run.updates or 1))
 
 
 def learning_rate(config: TrainConfig, update: int, progress: float) -> float:
-    """``lr``, times a linear warm-up over the first ``warmup_updates`` updates (``update``: the
-    updates done), times ``(1 + cos(pi * progress)) / 2`` with the cosine schedule."""
+    """``optim.lr``, times a linear warm-up over the first ``optim.warmup_updates`` updates
+    (``update``: the updates done), times ``(1 + cos(pi * progress)) / 2`` with the cosine schedule."""
     factor = 1.0
     if config.optim.warmup_updates:
         factor = min(1.0, (update + 1) / config.optim.warmup_updates)
@@ -49,7 +49,7 @@ def scheduled(coef: float, schedule: str, until: float, progress: float) -> floa
 
 
 def entropy_target_at(config: TrainConfig, progress: float) -> float:
-    """The entropy (nats) ``entropy_target`` asks for at ``progress``: its start, moved linearly
+    """The entropy (nats) ``entropy.target`` asks for at ``progress``: its start, moved linearly
     toward its end."""
     start, end = config.entropy.target_range or (0.0, 0.0)
     return start + (end - start) * progress
