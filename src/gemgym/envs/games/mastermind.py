@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from operator import eq
 from typing import TYPE_CHECKING
 
 from gemgym.envs.games._common import (
@@ -49,25 +50,26 @@ __all__ = ["MastermindConfig", "MastermindEnv", "score_guess"]
 
 # Possessive quantifiers: no backtracking, so long runs of digits or spaces stay linear.
 _GUESS_RE = re.compile(r"\\boxed\{\s*+(\d++(?:[\s,]++\d++)*+)\s*+\}")
-_SPLIT_RE = re.compile(r"[,\s]+")
 _SUFFIX = "Enter your guess."
+_SMALL_INTS = {str(i): i for i in range(100)}  # every number a code can hold (1..99)
+_ALLOWED: dict[int, frozenset[int]] = {}  # the numbers 1..n of a code, by n
 _MAX_TABLE = 2_000_000
 _TABLES: dict[tuple[int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
 
 
 def score_guess(code: tuple[int, ...], guess: tuple[int, ...]) -> tuple[int, int]:
     """``(black, white)`` pegs of ``guess`` against ``code`` (same length)."""
-    black = 0
-    code_left: dict[int, int] = {}
-    guess_left: dict[int, int] = {}
-    for c, g in zip(code, guess, strict=True):
-        if c == g:
-            black += 1
-        else:
-            code_left[c] = code_left.get(c, 0) + 1
-            guess_left[g] = guess_left.get(g, 0) + 1
-    white = sum(min(n, code_left.get(g, 0)) for g, n in guess_left.items())
-    return black, white
+    if len(code) != len(guess):
+        raise ValueError(f"code and guess differ in length ({len(code)} and {len(guess)})")
+    black = sum(map(eq, code, guess))
+    code_set, guess_set = set(code), set(guess)
+    if len(code_set) == len(code) and len(guess_set) == len(guess):  # no repeats: one peg each
+        return black, len(code_set & guess_set) - black
+    common = 0
+    for digit in guess_set:
+        in_code, in_guess = code.count(digit), guess.count(digit)
+        common += in_code if in_code < in_guess else in_guess
+    return black, common - black
 
 
 def _all_codes(length: int, numbers: int, duplicates: bool) -> itertools.product[tuple[int, ...]]:
@@ -137,7 +139,7 @@ class MastermindConfig(GameConfig):
             raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
 
 
-class MastermindEnv(GameEnv[tuple[int, ...]]):
+class MastermindEnv(GameEnv[tuple[tuple[int, ...], str]]):
     """Guess the secret code within ``max_turns`` turns (see the module docstring)."""
 
     task_suffix = _SUFFIX
@@ -161,6 +163,8 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
         self.milestone = 0
         self.previous_guesses: set[tuple[int, ...]] = set()
         self.history: list[tuple[tuple[int, ...], int, int]] = []
+        self._instructions = ""
+        self._instructions_key: tuple[int, int, int] | None = None
 
     @property
     def duplicate_numbers(self) -> bool:
@@ -168,6 +172,13 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
         return self.config.duplicate_numbers
 
     def _get_instructions(self) -> str:
+        key = (self.code_length, self.num_numbers, self.max_turns)
+        if key != self._instructions_key:
+            self._instructions = self._render_instructions()
+            self._instructions_key = key
+        return self._instructions
+
+    def _render_instructions(self) -> str:
         example = " ".join(str(i) for i in range(1, self.code_length + 1))
         return (
             "You are playing Mastermind.\n"
@@ -202,27 +213,37 @@ class MastermindEnv(GameEnv[tuple[int, ...]]):
         self.history = []
         return self._get_instructions()
 
-    def parse_move(self, action: str) -> tuple[int, ...] | None:
+    def parse_move(self, action: str) -> tuple[tuple[int, ...], str] | None:
+        """The guessed numbers and their text as observations show it."""
         match = last_boxed_match(action, _GUESS_RE)
         if match is None:
             return None
+        # The group starts and ends with a digit; str.split() and the pattern's \s agree on
+        # what is white space.
+        parts = match.group(1).replace(",", " ").split()
+        try:  # numbers written as str() writes them: no int() calls, and the text as it came
+            return tuple(map(_SMALL_INTS.__getitem__, parts)), " ".join(parts)
+        except KeyError:
+            pass
         # Numbers too long for int() (and for any code) count as out of range.
-        return tuple(int(t) if len(t) <= 6 else -1 for t in _SPLIT_RE.split(match.group(1).strip()))
+        guess = tuple(int(t) if len(t) <= 6 else -1 for t in parts)
+        return guess, " ".join(str(g) if g >= 0 else "(too long)" for g in guess)
 
-    def play_move(self, guess: tuple[int, ...]) -> tuple[str, float, bool | None]:
+    def play_move(self, move: tuple[tuple[int, ...], str]) -> tuple[str, float, bool | None]:
+        guess, shown = move
         turn = self.turn_count
-        shown = " ".join(str(g) if g >= 0 else "(too long)" for g in guess)
         reward = INVALID_ACTION_REWARD
+        n = self.num_numbers
+        allowed = _ALLOWED.get(n)
+        if allowed is None:
+            allowed = _ALLOWED[n] = frozenset(range(1, n + 1))
         if len(guess) != self.code_length:
             obs = (
                 f"At turn {turn}, you guessed {len(guess)} number(s) but the code has length "
                 f"{self.code_length}."
             )
-        elif any(not 1 <= g <= self.num_numbers for g in guess):
-            obs = (
-                f"At turn {turn}, you guessed {shown}, which has numbers outside the range 1 to "
-                f"{self.num_numbers}."
-            )
+        elif not allowed.issuperset(guess):
+            obs = f"At turn {turn}, you guessed {shown}, which has numbers outside the range 1 to {n}."
         elif guess in self.previous_guesses:
             obs = f"At turn {turn}, you guessed {shown}, which has been already guessed before."
         else:
