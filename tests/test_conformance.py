@@ -12,9 +12,7 @@ from helpers.extras import env_params
 # The ids gemgym ships (their entry points are in the package); envs that other test modules
 # register for themselves (evaltest:*, toy envs) are not part of the suite.
 ALL_IDS = [
-    i
-    for i in gemgym.list_envs()
-    if str(gemgym.registry.spec(i).entry_point).startswith("gemgym.")
+    i for i in gemgym.list_envs() if str(gemgym.registry.spec(i).entry_point).startswith("gemgym.")
 ]
 
 

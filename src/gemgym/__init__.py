@@ -13,67 +13,46 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gemgym import errors
+from gemgym import (
+    errors as errors,
+)
 from gemgym._lazy import lazy_exports
 from gemgym.core import (
-    ActionWrapper,
-    ChatObservation,
-    Env,
-    Image,
-    Message,
-    MultimodalObservation,
-    Observation,
-    ObservationWrapper,
-    RewardWrapper,
-    Wrapper,
+    ActionWrapper as ActionWrapper,
+    ChatObservation as ChatObservation,
+    Env as Env,
+    Image as Image,
+    Message as Message,
+    MultimodalObservation as MultimodalObservation,
+    Observation as Observation,
+    ObservationWrapper as ObservationWrapper,
+    RewardWrapper as RewardWrapper,
+    Wrapper as Wrapper,
 )
-from gemgym.registry import EnvSpec, list_envs, make, print_envs, register, spec
+from gemgym.registry import (
+    EnvSpec as EnvSpec,
+    list_envs as list_envs,
+    make as make,
+    print_envs as print_envs,
+    register as register,
+    spec as spec,
+)
 
 if TYPE_CHECKING:
-    from gemgym.experience import Episode, Transition, read_jsonl, rollout, write_jsonl
-    from gemgym.vector import AutoresetMode, VectorEnv, make_vec
+    from gemgym.experience import (
+        Episode as Episode,
+        Transition as Transition,
+        read_jsonl as read_jsonl,
+        rollout as rollout,
+        write_jsonl as write_jsonl,
+    )
+    from gemgym.vector import (
+        AutoresetMode as AutoresetMode,
+        VectorEnv as VectorEnv,
+        make_vec as make_vec,
+    )
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ActionWrapper",
-    "AutoresetMode",
-    "ChatObservation",
-    "Env",
-    "EnvSpec",
-    "Episode",
-    "Image",
-    "Message",
-    "MultimodalObservation",
-    "Observation",
-    "ObservationWrapper",
-    "RewardWrapper",
-    "Transition",
-    "VectorEnv",
-    "Wrapper",
-    "__version__",
-    "errors",
-    "list_envs",
-    "make",
-    "make_vec",
-    "print_envs",
-    "read_jsonl",
-    "register",
-    "rollout",
-    "spec",
-    "write_jsonl",
-]
 
-_LAZY = {
-    "Episode": "gemgym.experience",
-    "Transition": "gemgym.experience",
-    "read_jsonl": "gemgym.experience",
-    "rollout": "gemgym.experience",
-    "write_jsonl": "gemgym.experience",
-    "AutoresetMode": "gemgym.vector",
-    "VectorEnv": "gemgym.vector",
-    "make_vec": "gemgym.vector",
-}
-
-
-__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
+__getattr__, __dir__ = lazy_exports(globals())

@@ -52,10 +52,8 @@ def _active(env: MultiAgentEnv) -> list[str]:
 def test_module_paths_through_the_switch(gem_switch: None) -> None:
     import gem.envs.multiagent
     import gem.multiagent
-    from gem.envs.multiagent.multi_agent_env import AgentSelector as Sel
-    from gem.envs.multiagent.multi_agent_env import MultiAgentEnv as Base
-    from gem.multiagent import AgentSelector as OldSel
-    from gem.multiagent import MultiAgentEnv as OldBase
+    from gem.envs.multiagent.multi_agent_env import AgentSelector as Sel, MultiAgentEnv as Base
+    from gem.multiagent import AgentSelector as OldSel, MultiAgentEnv as OldBase
 
     assert Base is OldBase is gem.envs.multiagent.MultiAgentEnv is MultiAgentEnv
     assert Sel is OldSel is gem.multiagent.AgentSelector is AgentSelector

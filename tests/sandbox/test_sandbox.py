@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 
 from gemgym.errors import ClosedError, ConfigError, SandboxUnavailableError
-from gemgym.sandbox import Limits, RunRequest, make_sandbox, shared_sandbox
-from gemgym.sandbox import bwrap as bwrap_mod
-from gemgym.sandbox import docker as docker_mod
+from gemgym.sandbox import (
+    Limits,
+    RunRequest,
+    bwrap as bwrap_mod,
+    docker as docker_mod,
+    make_sandbox,
+    shared_sandbox,
+)
 from gemgym.sandbox._host import UID_RANGE, SandboxCgroup
 from gemgym.sandbox.bwrap import BwrapSandbox, bwrap_available
 from gemgym.sandbox.docker import DockerSandbox, docker_argv

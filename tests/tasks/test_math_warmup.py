@@ -15,8 +15,7 @@ import pytest
 import gemgym
 from gemgym.envs.math import MathEnv
 from gemgym.errors import GradingError
-from gemgym.grading import math as grading_math
-from gemgym.grading import pool as pool_module
+from gemgym.grading import math as grading_math, pool as pool_module
 from gemgym.grading.pool import GradingPool, default_pool
 
 pytest.importorskip("math_verify")

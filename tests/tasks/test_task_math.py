@@ -6,8 +6,7 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import gemgym
 from gemgym.envs._dataset import TERMINAL_STATE

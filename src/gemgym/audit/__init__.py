@@ -31,27 +31,19 @@ from typing import TYPE_CHECKING
 from gemgym._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from gemgym.audit.policies import EXPLOITS, Exploit, exploit_names
-    from gemgym.audit.report import ArmResult, AuditReport, EnvAudit
-    from gemgym.audit.runner import audit
+    from gemgym.audit.policies import (
+        EXPLOITS as EXPLOITS,
+        Exploit as Exploit,
+        exploit_names as exploit_names,
+    )
+    from gemgym.audit.report import (
+        ArmResult as ArmResult,
+        AuditReport as AuditReport,
+        EnvAudit as EnvAudit,
+    )
+    from gemgym.audit.runner import (
+        audit as audit,
+    )
 
-_EXPORTS = {
-    "EXPLOITS": "gemgym.audit.policies",
-    "Exploit": "gemgym.audit.policies",
-    "exploit_names": "gemgym.audit.policies",
-    "ArmResult": "gemgym.audit.report",
-    "AuditReport": "gemgym.audit.report",
-    "EnvAudit": "gemgym.audit.report",
-    "audit": "gemgym.audit.runner",
-}
-__all__ = [
-    "EXPLOITS",
-    "ArmResult",
-    "AuditReport",
-    "EnvAudit",
-    "Exploit",
-    "audit",
-    "exploit_names",
-]
 
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals())

@@ -19,47 +19,33 @@ from typing import TYPE_CHECKING
 from gemgym._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from gemgym.evaluation.agents import BackendAgent, ChatAgent, OracleAgent, RandomAgent
-    from gemgym.evaluation.outputs import rescore, write_outputs
-    from gemgym.evaluation.results import RunDir
-    from gemgym.evaluation.runner import EvalConfig, Runner, Task, plan_tasks
-    from gemgym.evaluation.scoring import compare_runs, pass_at_k, summarize
-    from gemgym.evaluation.suites import EvalEnv, resolve
+    from gemgym.evaluation.agents import (
+        BackendAgent as BackendAgent,
+        ChatAgent as ChatAgent,
+        OracleAgent as OracleAgent,
+        RandomAgent as RandomAgent,
+    )
+    from gemgym.evaluation.outputs import (
+        rescore as rescore,
+        write_outputs as write_outputs,
+    )
+    from gemgym.evaluation.results import (
+        RunDir as RunDir,
+    )
+    from gemgym.evaluation.runner import (
+        EvalConfig as EvalConfig,
+        Runner as Runner,
+        Task as Task,
+        plan_tasks as plan_tasks,
+    )
+    from gemgym.evaluation.scoring import (
+        compare_runs as compare_runs,
+        pass_at_k as pass_at_k,
+        summarize as summarize,
+    )
+    from gemgym.evaluation.suites import (
+        EvalEnv as EvalEnv,
+        resolve as resolve,
+    )
 
-_EXPORTS = {
-    "BackendAgent": "gemgym.evaluation.agents",
-    "ChatAgent": "gemgym.evaluation.agents",
-    "OracleAgent": "gemgym.evaluation.agents",
-    "RandomAgent": "gemgym.evaluation.agents",
-    "rescore": "gemgym.evaluation.outputs",
-    "write_outputs": "gemgym.evaluation.outputs",
-    "RunDir": "gemgym.evaluation.results",
-    "EvalConfig": "gemgym.evaluation.runner",
-    "Runner": "gemgym.evaluation.runner",
-    "Task": "gemgym.evaluation.runner",
-    "plan_tasks": "gemgym.evaluation.runner",
-    "compare_runs": "gemgym.evaluation.scoring",
-    "pass_at_k": "gemgym.evaluation.scoring",
-    "summarize": "gemgym.evaluation.scoring",
-    "EvalEnv": "gemgym.evaluation.suites",
-    "resolve": "gemgym.evaluation.suites",
-}
-__all__ = [
-    "BackendAgent",
-    "ChatAgent",
-    "EvalConfig",
-    "EvalEnv",
-    "OracleAgent",
-    "RandomAgent",
-    "RunDir",
-    "Runner",
-    "Task",
-    "compare_runs",
-    "pass_at_k",
-    "plan_tasks",
-    "rescore",
-    "resolve",
-    "summarize",
-    "write_outputs",
-]
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals())

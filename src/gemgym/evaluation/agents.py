@@ -27,8 +27,14 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gemgym._http import RETRY_STATUS, AsyncClient, Response, RetryPolicy, TransportError
-from gemgym._http import error_detail as _error_detail
+from gemgym._http import (
+    RETRY_STATUS,
+    AsyncClient,
+    Response,
+    RetryPolicy,
+    TransportError,
+    error_detail as _error_detail,
+)
 from gemgym.core import MultimodalObservation
 from gemgym.episodes.outcomes import derive_seed
 from gemgym.episodes.policy import Action, ActRequest

@@ -30,8 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.errors import ConfigError, missing_dependency
-from gemgym.integrations.common import EnvFactory, TextEpisode, named_envs, resolve_envs
-from gemgym.integrations.common import task_rows as _task_rows
+from gemgym.integrations.common import (
+    EnvFactory,
+    TextEpisode,
+    named_envs,
+    resolve_envs,
+    task_rows as _task_rows,
+)
 
 try:
     import torch

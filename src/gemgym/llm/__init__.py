@@ -26,90 +26,47 @@ from gemgym._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gemgym.llm.backend import (
-        Backend,
-        BackendCapabilities,
-        FinishReason,
-        Generation,
-        GenerationRequest,
-        SamplingParams,
+        Backend as Backend,
+        BackendCapabilities as BackendCapabilities,
+        FinishReason as FinishReason,
+        Generation as Generation,
+        GenerationRequest as GenerationRequest,
+        SamplingParams as SamplingParams,
     )
     from gemgym.llm.record import (
-        TokenEpisode,
-        TokenTurn,
-        read_token_jsonl,
-        token_advantages,
-        write_token_jsonl,
+        TokenEpisode as TokenEpisode,
+        TokenTurn as TokenTurn,
+        read_token_jsonl as read_token_jsonl,
+        token_advantages as token_advantages,
+        write_token_jsonl as write_token_jsonl,
     )
-    from gemgym.llm.render import ChatRenderer, RenderDiff, compare_with_full_render
-    from gemgym.llm.rollout import RolloutStats, arollout_tokens, rollout_tokens
+    from gemgym.llm.render import (
+        ChatRenderer as ChatRenderer,
+        RenderDiff as RenderDiff,
+        compare_with_full_render as compare_with_full_render,
+    )
+    from gemgym.llm.rollout import (
+        RolloutStats as RolloutStats,
+        arollout_tokens as arollout_tokens,
+        rollout_tokens as rollout_tokens,
+    )
     from gemgym.llm.servers import (
-        ChatCompletionsBackend,
-        RetryPolicy,
-        SGLangBackend,
-        TextCompletionsBackend,
-        VLLMBackend,
-        transformers_serve_backend,
+        ChatCompletionsBackend as ChatCompletionsBackend,
+        RetryPolicy as RetryPolicy,
+        SGLangBackend as SGLangBackend,
+        TextCompletionsBackend as TextCompletionsBackend,
+        VLLMBackend as VLLMBackend,
+        transformers_serve_backend as transformers_serve_backend,
     )
-    from gemgym.llm.testing import build_tiny_chat_model
-    from gemgym.llm.transformers_backend import TransformersBackend
-    from gemgym.llm.vllm_engine import VLLMEngineBackend
+    from gemgym.llm.testing import (
+        build_tiny_chat_model as build_tiny_chat_model,
+    )
+    from gemgym.llm.transformers_backend import (
+        TransformersBackend as TransformersBackend,
+    )
+    from gemgym.llm.vllm_engine import (
+        VLLMEngineBackend as VLLMEngineBackend,
+    )
 
-_EXPORTS: dict[str, str] = {
-    "Backend": "gemgym.llm.backend",
-    "BackendCapabilities": "gemgym.llm.backend",
-    "FinishReason": "gemgym.llm.backend",
-    "Generation": "gemgym.llm.backend",
-    "GenerationRequest": "gemgym.llm.backend",
-    "SamplingParams": "gemgym.llm.backend",
-    "TokenEpisode": "gemgym.llm.record",
-    "TokenTurn": "gemgym.llm.record",
-    "read_token_jsonl": "gemgym.llm.record",
-    "token_advantages": "gemgym.llm.record",
-    "write_token_jsonl": "gemgym.llm.record",
-    "ChatRenderer": "gemgym.llm.render",
-    "RenderDiff": "gemgym.llm.render",
-    "compare_with_full_render": "gemgym.llm.render",
-    "RolloutStats": "gemgym.llm.rollout",
-    "arollout_tokens": "gemgym.llm.rollout",
-    "rollout_tokens": "gemgym.llm.rollout",
-    "ChatCompletionsBackend": "gemgym.llm.servers",
-    "RetryPolicy": "gemgym.llm.servers",
-    "SGLangBackend": "gemgym.llm.servers",
-    "TextCompletionsBackend": "gemgym.llm.servers",
-    "VLLMBackend": "gemgym.llm.servers",
-    "transformers_serve_backend": "gemgym.llm.servers",
-    "build_tiny_chat_model": "gemgym.llm.testing",
-    "TransformersBackend": "gemgym.llm.transformers_backend",
-    "VLLMEngineBackend": "gemgym.llm.vllm_engine",
-}
 
-__all__ = [
-    "Backend",
-    "BackendCapabilities",
-    "ChatCompletionsBackend",
-    "ChatRenderer",
-    "FinishReason",
-    "Generation",
-    "GenerationRequest",
-    "RenderDiff",
-    "RetryPolicy",
-    "RolloutStats",
-    "SGLangBackend",
-    "SamplingParams",
-    "TextCompletionsBackend",
-    "TokenEpisode",
-    "TokenTurn",
-    "TransformersBackend",
-    "VLLMBackend",
-    "VLLMEngineBackend",
-    "arollout_tokens",
-    "build_tiny_chat_model",
-    "compare_with_full_render",
-    "read_token_jsonl",
-    "rollout_tokens",
-    "token_advantages",
-    "transformers_serve_backend",
-    "write_token_jsonl",
-]
-
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals())

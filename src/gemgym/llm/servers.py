@@ -45,8 +45,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from gemgym._http import RETRY_STATUS, AsyncClient, RetryPolicy, TransportError
-from gemgym._http import error_detail as _error_detail
+from gemgym._http import (
+    RETRY_STATUS,
+    AsyncClient,
+    RetryPolicy,
+    TransportError,
+    error_detail as _error_detail,
+)
 from gemgym.errors import ConfigError
 from gemgym.llm.backend import (
     BackendCapabilities,

@@ -20,30 +20,28 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gemgym._lazy import lazy_exports
-from gemgym.multiagent.game import InvalidMove, Match, TextGame, register_game
+from gemgym.multiagent.game import (
+    InvalidMove as InvalidMove,
+    Match as Match,
+    TextGame as TextGame,
+    register_game as register_game,
+)
 
 if TYPE_CHECKING:
     from gemgym.multiagent._load import GameSource
-    from gemgym.multiagent.env import TextAECEnv, TextObservation, TextParallelEnv
-    from gemgym.multiagent.selfplay import Policy, SelfPlayEnv, agent_policy
-    from gemgym.multiagent.vector import SeatVectorEnv
-
-__all__ = [
-    "InvalidMove",
-    "Match",
-    "Policy",
-    "SeatVectorEnv",
-    "SelfPlayEnv",
-    "TextAECEnv",
-    "TextGame",
-    "TextObservation",
-    "TextParallelEnv",
-    "agent_policy",
-    "list_games",
-    "make",
-    "make_parallel",
-    "register_game",
-]
+    from gemgym.multiagent.env import (
+        TextAECEnv as TextAECEnv,
+        TextObservation as TextObservation,
+        TextParallelEnv as TextParallelEnv,
+    )
+    from gemgym.multiagent.selfplay import (
+        Policy as Policy,
+        SelfPlayEnv as SelfPlayEnv,
+        agent_policy as agent_policy,
+    )
+    from gemgym.multiagent.vector import (
+        SeatVectorEnv as SeatVectorEnv,
+    )
 
 
 def make(game: GameSource, **kwargs: Any) -> TextAECEnv:
@@ -77,15 +75,4 @@ def list_games(pattern: str | None = None) -> list[str]:
     return out
 
 
-__getattr__, __dir__ = lazy_exports(
-    globals(),
-    {
-        "TextAECEnv": "gemgym.multiagent.env",
-        "TextParallelEnv": "gemgym.multiagent.env",
-        "TextObservation": "gemgym.multiagent.env",
-        "SelfPlayEnv": "gemgym.multiagent.selfplay",
-        "agent_policy": "gemgym.multiagent.selfplay",
-        "Policy": "gemgym.multiagent.selfplay",
-        "SeatVectorEnv": "gemgym.multiagent.vector",
-    },
-)
+__getattr__, __dir__ = lazy_exports(globals())

@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     _ParallelBase = object
 else:
     try:
-        from pettingzoo.utils.env import AECEnv as _AECBase
-        from pettingzoo.utils.env import ParallelEnv as _ParallelBase
+        from pettingzoo.utils.env import AECEnv as _AECBase, ParallelEnv as _ParallelBase
     except ImportError:  # the API works without PettingZoo; its base classes add isinstance
         _AECBase = object
         _ParallelBase = object

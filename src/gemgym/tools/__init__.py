@@ -19,34 +19,23 @@ from typing import TYPE_CHECKING
 
 from gemgym._lazy import lazy_exports
 from gemgym.tools.base import (
-    DEFAULT_MAX_OUTPUT_CHARS,
-    Tool,
-    ToolCall,
-    ToolResult,
-    truncate_output,
+    DEFAULT_MAX_OUTPUT_CHARS as DEFAULT_MAX_OUTPUT_CHARS,
+    Tool as Tool,
+    ToolCall as ToolCall,
+    ToolResult as ToolResult,
+    truncate_output as truncate_output,
 )
 
 if TYPE_CHECKING:
-    from gemgym.tools.mcp import MCPTool
-    from gemgym.tools.python import PythonTool
-    from gemgym.tools.search import SearchTool
-
-__all__ = [
-    "DEFAULT_MAX_OUTPUT_CHARS",
-    "MCPTool",
-    "PythonTool",
-    "SearchTool",
-    "Tool",
-    "ToolCall",
-    "ToolResult",
-    "truncate_output",
-]
-
-_LAZY = {
-    "MCPTool": "gemgym.tools.mcp",
-    "PythonTool": "gemgym.tools.python",
-    "SearchTool": "gemgym.tools.search",
-}
+    from gemgym.tools.mcp import (
+        MCPTool as MCPTool,
+    )
+    from gemgym.tools.python import (
+        PythonTool as PythonTool,
+    )
+    from gemgym.tools.search import (
+        SearchTool as SearchTool,
+    )
 
 
-__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
+__getattr__, __dir__ = lazy_exports(globals())

@@ -5,20 +5,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gemgym._lazy import lazy_exports
-from gemgym.wrappers.common import EpisodeStatistics, OrderEnforcing, TimeLimit
-from gemgym.wrappers.history import ChatHistory, ConcatHistory
+from gemgym.wrappers.common import (
+    EpisodeStatistics as EpisodeStatistics,
+    OrderEnforcing as OrderEnforcing,
+    TimeLimit as TimeLimit,
+)
+from gemgym.wrappers.history import (
+    ChatHistory as ChatHistory,
+    ConcatHistory as ConcatHistory,
+)
 
 if TYPE_CHECKING:
-    from gemgym.wrappers.tools import ToolEnvWrapper
-
-__all__ = [
-    "ChatHistory",
-    "ConcatHistory",
-    "EpisodeStatistics",
-    "OrderEnforcing",
-    "TimeLimit",
-    "ToolEnvWrapper",
-]
+    from gemgym.wrappers.tools import (
+        ToolEnvWrapper as ToolEnvWrapper,
+    )
 
 
-__getattr__, __dir__ = lazy_exports(globals(), {"ToolEnvWrapper": "gemgym.wrappers.tools"})
+__getattr__, __dir__ = lazy_exports(globals())
