@@ -56,8 +56,8 @@ def last_boxed(text: str, pattern: re.Pattern[str] | None = None) -> str | None:
     """
     if not isinstance(text, str):
         return None
-    if pattern is None:
-        found = _BOXED_RE.findall(text)
+    if pattern is None or pattern.groups == 1:  # findall gives group 1: no Python loop
+        found = (pattern or _BOXED_RE).findall(text)
         return found[-1] if found else None
     last = None
     for last in pattern.finditer(text):  # noqa: B007 - we want the last match
@@ -120,8 +120,10 @@ def words_by_length(filename: str) -> dict[int, tuple[str, ...]]:
 
 def parse_direction(text: str) -> str | None:
     """The last ``\\boxed{up|down|left|right}`` of ``text`` (case-insensitive), lower-cased."""
-    found = last_boxed(text, _DIRECTION_RE)
-    return found.lower() if found is not None else None
+    if not isinstance(text, str):
+        return None
+    found = _DIRECTION_RE.findall(text)
+    return found[-1].lower() if found else None
 
 
 @dataclass(frozen=True)
@@ -271,9 +273,12 @@ class GameEnv(Env[str, str], Generic[MoveT]):
         Returns the rules and ``{"suffix": ...}`` (the first board or prompt); games take no
         ``options``.
         """
-        super().reset(seed=seed)
+        if seed is not None:  # unseeded, the base reset does nothing: no call per episode
+            super().reset(seed=seed)
         self.turn_count = 0
-        return self.start_episode(), {"suffix": self.get_task_suffix()}
+        obs = self.start_episode()
+        suffix = self.task_suffix  # read after start_episode, which sets up the board
+        return obs, {"suffix": self.get_task_suffix() if suffix is None else suffix}
 
     def step(self, action: str) -> Step:
         """Play one turn: count it, parse the move, play it, then apply the turn limit."""

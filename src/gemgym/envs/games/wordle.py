@@ -79,6 +79,10 @@ def wordle_feedback(secret: str, guess: str) -> str:
     """
     if secret == guess:
         return "G" * len(secret)
+    if len(secret) != len(guess):
+        raise ValueError(f"secret and guess differ in length ({len(secret)} and {len(guess)})")
+    if set(guess).isdisjoint(secret):  # no letter in common: all grey (most random guesses)
+        return "X" * len(guess)
     unmatched = [s for s, g in zip(secret, guess, strict=True) if s != g]
     marks = ""
     for s, g in zip(secret, guess, strict=True):
@@ -198,7 +202,7 @@ class WordleEnv(GameEnv[str]):
                 f"At turn {turn}, you guessed {excerpt(guess)}, which has {len(guess)} letters "
                 f"but the secret word has {n} letters."
             )
-        elif self.only_real_words and guess not in _valid_words(n):
+        elif self.config.only_real_words and guess not in _valid_words(n):
             obs = (
                 f"At turn {turn}, you guessed {guess}, which is not a valid English word. "
                 "All guesses must be real words."
@@ -209,12 +213,13 @@ class WordleEnv(GameEnv[str]):
             self.previous_guesses.add(guess)
             marks = wordle_feedback(self.secret_word, guess)
             self.history.append((guess, marks))
-            greens = self.greens
             new = 0
-            for i, m in enumerate(marks):
-                if m == "G" and not greens[i]:
-                    greens[i] = True
-                    new += 1
+            if "G" in marks:
+                greens = self.greens
+                for i, m in enumerate(marks):
+                    if m == "G" and not greens[i]:
+                        greens[i] = True
+                        new += 1
             reward = 0.5 * new / n
             if guess == self.secret_word:
                 obs = (
