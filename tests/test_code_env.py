@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import gemgym
-from gemgym.envs._dataset import TERMINAL_STATE
 from gemgym.envs.code import CodeEnv, humaneval_items, last_code_block, outputs_match, parse_tests
+from gemgym.envs.dataset import TERMINAL_STATE
 from gemgym.errors import ConfigError, DatasetError
 from gemgym.sandbox.bwrap import bwrap_available
 from gemgym.testing import check_env

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gemgym.envs import _dataset
-from gemgym.envs._dataset import DatasetSpec, DatasetWarning, load_items
+from gemgym.envs import dataset as _dataset
+from gemgym.envs.dataset import DatasetSpec, DatasetWarning, load_items
 
 SPEC = DatasetSpec("GSM8K", "axon-rl/GSM-8k", sample="math/gsm8k.jsonl")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gemgym.envs import _dataset
-from gemgym.envs._dataset import DatasetSpec, DatasetWarning, load_items
+from gemgym.envs import dataset as _dataset
+from gemgym.envs.dataset import DatasetSpec, DatasetWarning, load_items
 
 SPEC = DatasetSpec("GSM8K", "axon-rl/GSM-8k", sample="math/gsm8k.jsonl")
 OTHER = DatasetSpec("HotpotQA", "axon-rl/HotpotQA", sample="qa/hotpotqa.jsonl")

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 import gemgym
-from gemgym.envs._dataset import TERMINAL_STATE, DatasetEnv
+from gemgym.envs.dataset import TERMINAL_STATE, DatasetEnv
 from gemgym.envs.reasoning_gym import ReasoningGymEnv
 
 pytest.importorskip("reasoning_gym")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gemgym.envs._dataset import (
+from gemgym.envs.dataset import (
     TERMINAL_STATE,
     DatasetEnv,
     DatasetSpec,
@@ -146,3 +146,18 @@ def test_load_items_shares_one_copy_per_source(tmp_path: Path) -> None:
     p = _write_jsonl(tmp_path / "d.jsonl", ROWS)
     cols = {"answer": "solution"}
     assert load_items(p, spec=SPEC, columns=cols) is load_items(str(p), spec=SPEC, columns=cols)
+
+
+def test_the_old_private_module_is_a_deprecated_alias() -> None:
+    import importlib
+    import sys
+
+    import gemgym.envs.dataset as public
+
+    sys.modules.pop("gemgym.envs._dataset", None)
+    with pytest.warns(DeprecationWarning, match=r"gemgym\.envs\.dataset"):
+        old = importlib.import_module("gemgym.envs._dataset")
+    sys.modules.pop("gemgym.envs._dataset", None)
+    assert old.DatasetEnv is public.DatasetEnv
+    assert old.load_items is public.load_items
+    assert old._hub_offline is public._hub_offline

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gemgym
-from gemgym.envs._dataset import TERMINAL_STATE
+from gemgym.envs.dataset import TERMINAL_STATE
 from gemgym.envs.math import MATH_DATASETS, MathEnv
 from gemgym.errors import ConfigError
 from gemgym.grading import extract_boxed, grade_math

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gemgym
-from gemgym.envs._dataset import TERMINAL_STATE
+from gemgym.envs.dataset import TERMINAL_STATE
 from gemgym.wrappers.tools import python_tool_wrapper
 
 

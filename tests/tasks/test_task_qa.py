@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gemgym
-from gemgym.envs._dataset import TERMINAL_STATE
+from gemgym.envs.dataset import TERMINAL_STATE
 from gemgym.envs.qa import QA_DATASETS, QaEnv
 from gemgym.grading import normalize_qa_answer, qa_exact_match, qa_f1
 from gemgym.grading.qa import extract_tagged_answer

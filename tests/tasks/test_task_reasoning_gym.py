@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import gemgym
-from gemgym.envs._dataset import TERMINAL_STATE
+from gemgym.envs.dataset import TERMINAL_STATE
 from gemgym.envs.reasoning_gym import (
     GOLD_NOT_SCORING_ONE,
     RG_TASKS,

@@ -93,8 +93,8 @@ def resolve(specs: Sequence[str], env_kwargs: Mapping[str, Any] | None = None) -
 
 def probe(target: Any, *, seed: int = 0, search_url: str | None = None) -> Traits:
     """Make ``target`` (an :class:`~gemgym.evaluation.suites.EvalEnv`) once and read its traits."""
-    from gemgym.envs._dataset import DatasetEnv
     from gemgym.envs.code import CodeEnv
+    from gemgym.envs.dataset import DatasetEnv
     from gemgym.envs.terminal.env import TerminalEnv
 
     env = target.make(search_url=search_url)

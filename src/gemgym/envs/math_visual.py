@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gemgym.core import Image, MultimodalObservation
-from gemgym.envs._dataset import DATA_DIR, DatasetEnv, DatasetSource, DatasetSpec, Item
+from gemgym.envs.dataset import DATA_DIR, DatasetEnv, DatasetSource, DatasetSpec, Item
 from gemgym.envs.math import MathGradingMixin
 from gemgym.errors import DatasetError
 from gemgym.registry import register
@@ -53,7 +53,7 @@ class MathVisualEnv(MathGradingMixin, DatasetEnv[MultimodalObservation]):
     """A math problem with diagrams per episode (see the module docstring).
 
     Args:
-        dataset: where the problems come from (see :mod:`gemgym.envs._dataset`).
+        dataset: where the problems come from (see :mod:`gemgym.envs.dataset`).
         columns: field -> column mapping for ``question``, ``answer`` and ``images``.
         split: the split to load.
         format_penalty: give −0.1 instead of 0 when the answer has no ``\\boxed{}``.

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gemgym.envs._dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
+from gemgym.envs.dataset import DatasetEnv, DatasetSource, DatasetSpec, Item
 from gemgym.errors import ConfigError
 from gemgym.registry import register
 
@@ -88,7 +88,7 @@ class QaEnv(DatasetEnv[str]):
     """A question per episode, graded by normalised exact match (see the module docstring).
 
     Args:
-        dataset: where the questions come from (see :mod:`gemgym.envs._dataset`).
+        dataset: where the questions come from (see :mod:`gemgym.envs.dataset`).
         columns: field -> column mapping for ``question`` and ``answer``.
         split: the split to load (default: the id's).
         spec_id: which default dataset to use (the registered id sets it).

@@ -28,7 +28,7 @@ options       ``reset(options={"index": i})`` serves item ``i`` (``-size <= i < 
 Differences from upstream GEM: ``import gemgym`` does not import reasoning_gym (GEM's import
 spends a noticeable time on it; measured figures: docs/benchmarks.md); items are visited in a
 per-env seeded order (``reset(seed=)``) with each epoch reshuffled, instead of GEM's global-RNG
-draws: the order of every dataset env (:class:`~gemgym.envs._dataset.DatasetEnv`, of which
+draws: the order of every dataset env (:class:`~gemgym.envs.dataset.DatasetEnv`, of which
 this is one); ``terminated=True, truncated=False``. A non-``str`` action is the empty reply, a
 format error (gemgym's one rule; GEM scored ``str(action)``). The seeded order is a Feistel permutation computed per reset
 (:func:`permuted_index`): a reset costs the same at ``size=10**9`` as at 500.
@@ -44,8 +44,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, overload
 
 from gemgym.core import excerpt
-from gemgym.envs._dataset import DatasetEnv, ItemSource
 from gemgym.envs._rg_tasks import RG_TASKS
+from gemgym.envs.dataset import DatasetEnv, ItemSource
 from gemgym.errors import ConfigError, missing_dependency
 from gemgym.registry import register
 
@@ -104,7 +104,7 @@ class _LazyItems(Sequence[dict[str, Any]]):
 
 
 class _CachedTask(ItemSource):
-    """A reasoning-gym dataset as a :class:`~gemgym.envs._dataset.ItemSource` (shared by the
+    """A reasoning-gym dataset as a :class:`~gemgym.envs.dataset.ItemSource` (shared by the
     envs of a process; items are generated on first use, the visiting order is the source's)."""
 
     def __init__(self, dataset: Any, key: tuple[str, int, int, str]) -> None:
@@ -200,7 +200,7 @@ def _create(reasoning_gym: Any, name: str, seed: int, size: int, config_json: st
 class ReasoningGymEnv(DatasetEnv[str]):
     """One reasoning-gym item per episode, scored by the task (see the module docstring).
 
-    A :class:`~gemgym.envs._dataset.DatasetEnv` over the task's procedural items: the seeded,
+    A :class:`~gemgym.envs.dataset.DatasetEnv` over the task's procedural items: the seeded,
     epoch-reshuffled visiting order and ``options={"index": i}`` are the dataset envs' own.
 
     Args:

@@ -86,7 +86,7 @@ class Task:
 
 
 def _dataset_size(env: Any) -> int | None:
-    from gemgym.envs._dataset import DatasetEnv
+    from gemgym.envs.dataset import DatasetEnv
 
     inner = env.unwrapped
     return len(inner.source) if isinstance(inner, DatasetEnv) else None

@@ -141,7 +141,7 @@ class GemOrder:
 
 def _dataset_env(env: Any) -> Any:
     """The unwrapped gemgym dataset env behind ``env``, or ``None``."""
-    from gemgym.envs._dataset import DatasetEnv
+    from gemgym.envs.dataset import DatasetEnv
 
     inner = env.unwrapped
     return inner if isinstance(inner, DatasetEnv) else None
@@ -286,7 +286,7 @@ class GemEnv(Env):
         inner = _dataset_env(self._gem_env)
         if inner is None:
             return False
-        from gemgym.envs._dataset import load_items
+        from gemgym.envs.dataset import load_items
 
         rows = value.to_list() if hasattr(value, "to_list") else list(value)
         inner.source = load_items(rows, spec=inner.dataset_spec, required=inner.required_fields)

@@ -170,8 +170,8 @@ def gem_view(
     reply without an answer; for other envs ``seed`` seeds the first reset.
     """
     from gemgym.compat.gem._adapt import QA_PROMPT, GemOrder
-    from gemgym.envs._dataset import DatasetEnv
     from gemgym.envs.code import CodeEnv
+    from gemgym.envs.dataset import DatasetEnv
     from gemgym.envs.qa import QaEnv
 
     kw = dict(kwargs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gemgym.envs._dataset import TERMINAL_STATE
+from gemgym.envs.dataset import TERMINAL_STATE
 
 __all__ = ["TERMINAL_STATE", "LanguageGameReward"]
 
