@@ -25,7 +25,7 @@ GUESS = "game:GuessTheNumber-v0-easy"
 def _run(url: str, out: Path, *extra: str) -> int:
     return main(
         ["run", GUESS, "--agent", "openai", "--model", "m", "--base-url", url, "--quiet",
-         "--out", str(out), "--retry-backoff", "0", "--max-steps", "1", *extra]
+         "--out", str(out), "--retry-backoff", "0", "--max-turns", "1", *extra]
     )  # fmt: skip
 
 
@@ -43,7 +43,7 @@ def test_a_failed_request_ends_only_its_episode_and_resume_finishes_the_run(
         return {"status": 500, "error": "boom"} if next(count) == 0 else "\\boxed{3}"
 
     with ScriptedChatServer(first_fails) as server:
-        status = _run(server.url, out, "--episodes", "6", "--batch-size", "1",
+        status = _run(server.url, out, "--episodes", "6", "--concurrency", "1",
                       "--max-retries", "0")  # fmt: skip
     assert status == 2
     first = _lines(out)
@@ -90,7 +90,7 @@ def test_run_against_a_down_server_ends_in_seconds(tmp_path: Path, capsys: Any) 
 def test_the_circuit_breaker_stops_a_run_against_a_dead_server(tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "t.jsonl"
     with ScriptedChatServer(fail_rate=1.0) as server:
-        status = _run(server.url, out, "--episodes", "50", "--batch-size", "2",
+        status = _run(server.url, out, "--episodes", "50", "--concurrency", "2",
                       "--max-retries", "0")  # fmt: skip
         sent = len(server.requests)
     assert status == 2 and sent <= 5 + 2

@@ -52,6 +52,7 @@ __all__ = [
     "load_toml",
     "merge_nested",
     "option",
+    "rebase",
     "section_options",
     "to_nested",
     "values_from_args",
@@ -83,6 +84,8 @@ class OptionMeta:
     repeat: bool = False
     """The flag may be given more than once: its dicts are merged, its lists joined (e.g.
     ``--env-kwarg K=V`` with a ``parse`` that gives ``{K: V}``)."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings of the flag, with the same meaning, accepted without a warning."""
 
 
 def option(
@@ -97,6 +100,7 @@ def option(
     parse: Callable[[str], Any] | None = None,
     positional: bool = False,
     repeat: bool = False,
+    aliases: tuple[str, ...] = (),
 ) -> Any:
     """A dataclass field of a section, with its help and flag (see :class:`OptionMeta`)."""
     meta = {
@@ -109,6 +113,7 @@ def option(
             parse=parse,
             positional=positional,
             repeat=repeat,
+            aliases=aliases,
         )
     }
     if default_factory is not None:
@@ -136,6 +141,8 @@ class Option:
     """The field's default (``default_factory()`` for one made by a factory)."""
     meta: OptionMeta
     prefix: str = ""
+    group: str | None = None
+    """The argument group it is shown in, when not its section's (see :func:`rebase`)."""
 
     @property
     def path(self) -> str:
@@ -230,6 +237,18 @@ def section_options(section: str, cls: type[Any]) -> list[Option]:
     return out
 
 
+def rebase(opt: Option, path: str) -> Option:
+    """The shared option ``opt`` as the config field ``path`` (``section.name``): its flag,
+    help and default as ``opt`` has them, shown in ``opt``'s group, its value read into
+    ``path`` (so that a command whose config holds the setting takes the shared flag for it,
+    one flag with one meaning)."""
+    from dataclasses import replace
+
+    section, _, name = path.partition(".")
+    meta = replace(opt.meta, flag=None if opt.meta.positional else opt.flag)
+    return replace(opt, section=section, name=name, meta=meta, group=opt.group or opt.section)
+
+
 def config_options(cls: type[Any]) -> list[Option]:
     """The options of every section of the config dataclass ``cls`` (its dataclass fields), in
     order."""
@@ -311,11 +330,10 @@ def add_option_groups(
     :func:`values_from_args` sees only the flags given."""
     groups: dict[str, Any] = {}
     for opt in options:
-        if opt.section not in groups:
-            groups[opt.section] = parser.add_argument_group(
-                (titles or {}).get(opt.section, opt.section)
-            )
-        _add_option(groups[opt.section], opt)
+        key = opt.group or opt.section
+        if key not in groups:
+            groups[key] = parser.add_argument_group((titles or {}).get(key, key))
+        _add_option(groups[key], opt)
 
 
 def _add_option(group: Any, opt: Option) -> None:
@@ -337,7 +355,7 @@ def _add_option(group: Any, opt: Option) -> None:
         if opt.default is True:
             help_text += " (default: on)"
     else:
-        spellings = [opt.flag]
+        spellings = [opt.flag, *meta.aliases]
         old = list(meta.deprecated)
         replacements = dict.fromkeys(old, opt.flag)
         if typing.get_origin(base) is tuple:
@@ -373,10 +391,19 @@ def values_from_args(
     return out
 
 
-def flags_in_message(message: str, options: Iterable[Option], *, keep_names: bool = False) -> str:
+def flags_in_message(
+    message: str, options: Iterable[Option], *, keep_names: bool = False, bare: bool = False
+) -> str:
     """``message`` with each ``section.name`` it holds written as the option's flag (with
-    ``keep_names``: as ``section.name (--flag)``, for settings that may come from a file)."""
-    by_path = {opt.path: opt.flag for opt in options}
+    ``keep_names``: as ``section.name (--flag)``, for settings that may come from a file).
+    With ``bare``, the parameters are named without their section (a library's keyword
+    arguments: ``max_turns``), and each becomes ``name (--flag)``."""
+    options = list(options)
+    if bare:
+        keep_names = True
+        by_path = {opt.name: opt.flag for opt in options if not opt.meta.positional}
+    else:
+        by_path = {opt.path: opt.flag for opt in options}
     if not by_path:
         return message
     names = sorted(by_path, key=len, reverse=True)

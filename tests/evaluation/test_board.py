@@ -91,7 +91,7 @@ def test_llm_request_shows_the_board_gemgym_play_shows(
     with ScriptedChatServer(_replier(moves)) as server:
         status = main(
             ["run", env_id, "--agent", "openai", "--model", "m", "--base-url", server.url,
-             "--episodes", "1", "--seed", str(SEED), "--max-steps", str(len(moves)), "--quiet"]
+             "--episodes", "1", "--seed", str(SEED), "--max-turns", str(len(moves)), "--quiet"]
         )  # fmt: skip
         assert status == 0
         run_requests = list(server.requests)

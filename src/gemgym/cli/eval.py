@@ -27,7 +27,13 @@ import time
 from typing import Any
 
 from gemgym.cli.run import parse_kv
+from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, add_shared, read_shared
 from gemgym.errors import ConfigError, ModelUnavailableError
+from gemgym.options import Option
+
+GROUPS = (ENV, EPISODES, MODEL_SERVER)
+OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
+"""The shared options ``gemgym eval`` takes (errors that name their parameters show the flags)."""
 
 # the fields of run.json that decide which episodes a run plays (a resumed run must match)
 RESUME_FIELDS = ("envs", "n", "tasks", "limit", "seed", "max_turns", "env_kwargs", "agent", "model")
@@ -97,16 +103,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tasks", type=int, default=32, help="tasks of seeded envs (default 32)")
     p.add_argument("--limit", type=int, default=None, help="at most N tasks per env")
-    p.add_argument("--seed", type=int, default=0, help="task t is seeded seed+t (default 0)")
-    p.add_argument("--concurrency", type=int, default=16, help="episodes in flight (16)")
-    p.add_argument("--max-turns", type=int, default=None, help="cut episodes after N turns")
-    p.add_argument(
-        "--env-kwarg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="keyword for every env (VALUE parsed as JSON when it can be); repeatable",
-    )
     p.add_argument("--search-url", help="search server for +search envs (gemgym serve-retriever)")
     p.add_argument(
         "--ray",
@@ -136,19 +132,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=3,
         help="--resume plays an error again until it has been tried N times in all (default 3)",
     )
-    p.add_argument(
-        "--no-probe",
-        action="store_true",
-        help="do not check the model server before the run (one request to its /models)",
-    )
-    g = p.add_argument_group("openai agent (any OpenAI-compatible chat server)")
-    g.add_argument("--model", help="model name served by the server")
-    g.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var with the API key")
-    g.add_argument("--temperature", type=float, default=None)
+    g = p.add_argument_group("eval's agents (besides the model server's options below)")
     g.add_argument("--top-p", type=float, default=None)
-    g.add_argument("--max-tokens", type=int, default=None)
-    g.add_argument("--system-prompt", default=None)
     g.add_argument(
         "--chat-option",
         action="append",
@@ -159,11 +144,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-history", action="store_true", help="send only the latest observation")
     g.add_argument("--tokenizer", help="vllm / sglang: the model's tokenizer (default --model)")
     g.add_argument("--device", help="transformers: cpu, cuda, ... (default: CUDA if present)")
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per request (120)")
-    g.add_argument("--max-retries", type=int, default=5, help="retries per request (5)")
-    g.add_argument(
-        "--retry-backoff", type=float, default=1.0, help="first retry waits up to N s (1)"
-    )
+    add_shared(p, *GROUPS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -282,7 +263,7 @@ def _backend_agent(args: argparse.Namespace) -> Any:
             model=args.model,
             timeout_s=args.timeout,
             retry=RetryPolicy(max_retries=args.max_retries, backoff_s=args.retry_backoff),
-            max_concurrency=args.concurrency,
+            max_concurrency=args.concurrency or 16,
             api_key=os.environ.get(args.api_key_env),
             extra=parse_kv(args.chat_option, "--chat-option"),
             tokenizer=tokenizer,
@@ -309,8 +290,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from gemgym.evaluation.runner import EvalConfig, Runner, pending, plan_tasks
     from gemgym.evaluation.suites import resolve
 
-    if args.max_retries < 0 or args.timeout <= 0:
-        raise ConfigError("--max-retries must be >= 0 and --timeout > 0")
+    read_shared(args, *GROUPS)
     if not 0.0 <= args.max_error_rate <= 1.0:
         raise ConfigError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
     if args.max_attempts < 1:
@@ -321,11 +301,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         tasks=args.tasks,
         limit=args.limit,
         seed=args.seed,
-        concurrency=args.concurrency,
+        concurrency=args.concurrency or 16,
         max_turns=args.max_turns,
         search_url=args.search_url,
     )
-    env_kwargs = parse_kv(args.env_kwarg, "--env-kwarg")
+    env_kwargs = dict(args.env_kwargs)
     out = args.out or time.strftime("runs/eval-%Y%m%d-%H%M%S")
     run_dir = RunDir(out)
     if run_dir.path.exists() and not run_dir.path.is_dir():
@@ -337,7 +317,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     envs = resolve(args.specs, env_kwargs)
     agent = _build_agent(args)
     console = Console(stderr=True)
-    if args.no_probe:
+    if not args.probe:
         agent.probed = True  # the engine's open_run would probe it otherwise
     else:
         _probe(agent, console)

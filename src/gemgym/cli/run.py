@@ -21,18 +21,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, add_shared, read_shared
 from gemgym.errors import ConfigError
+from gemgym.options import Option
 
 if TYPE_CHECKING:
     from gemgym.experience import Episode
 
+GROUPS = (ENV, EPISODES, MODEL_SERVER)
+OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
+"""The shared options ``gemgym run`` takes (errors that name their parameters show the flags)."""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments of ``gemgym run``."""
+    """Arguments of ``gemgym run``: its own, then the shared groups (:mod:`gemgym.cli.shared`)."""
     p.add_argument("env_id", help="e.g. game:GuessTheNumber-v0-hard")
     p.add_argument("--agent", choices=["random", "oracle", "openai"], default="oracle")
     p.add_argument("--episodes", type=int, default=100, help="number of episodes (default 100)")
-    p.add_argument("--seed", type=int, default=0, help="episode k uses seed+k (default 0)")
     p.add_argument(
         "--out", help="write the episodes to this JSONL file (each as it ends, one line each)"
     )
@@ -41,31 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue the run in --out: play the episodes it lacks and those that failed",
     )
-    p.add_argument("--batch-size", type=int, default=None, help="episodes played at once")
-    p.add_argument("--max-steps", type=int, default=None, help="cut episodes after N steps")
-    p.add_argument(
-        "--env-kwarg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="keyword for the env (VALUE parsed as JSON when it can be); repeatable",
-    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    g = p.add_argument_group("openai agent (as gemgym eval's: retries, probe, circuit breaker)")
-    g.add_argument("--model", help="model name served by the server")
-    g.add_argument("--base-url", help="server URL, e.g. http://localhost:8000/v1")
-    g.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var with the API key")
-    g.add_argument("--temperature", type=float, default=0.7)
-    g.add_argument("--max-tokens", type=int, default=1024)
-    g.add_argument("--timeout", type=float, default=120.0, help="seconds per request (120)")
-    g.add_argument("--max-retries", type=int, default=5, help="retries of a failed request (5)")
-    g.add_argument(
-        "--retry-backoff", type=float, default=1.0, help="first retry waits up to N s (1)"
-    )
-    g.add_argument("--system-prompt", default=None)
-    g.add_argument(
-        "--no-probe", action="store_true", help="do not check the model server before the run"
-    )
+    add_shared(p, *GROUPS)
 
 
 def parse_kv(items: list[str], flag: str = "--env-kwarg") -> dict[str, Any]:
@@ -94,9 +76,7 @@ def _build_agent(args: argparse.Namespace) -> Any:
 
     if not args.model:
         raise ConfigError("--agent openai needs --model (and usually --base-url)")
-    if args.max_retries < 0 or args.timeout <= 0:
-        raise ConfigError("--max-retries must be >= 0 and --timeout > 0")
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or ""
     return ChatAgent(
         args.model,
         base_url,
@@ -177,13 +157,12 @@ def run(args: argparse.Namespace) -> int:
     from gemgym.errors import ModelUnavailableError
     from gemgym.registry import make
 
+    read_shared(args, *GROUPS)
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
     if args.resume and not args.out:
         raise ConfigError("--resume continues the run in --out: give --out FILE")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}")
-    env_kwargs = parse_kv(args.env_kwarg)
+    env_kwargs = dict(args.env_kwargs)
     make(args.env_id, **env_kwargs).close()  # unknown ids and bad kwargs fail before anything
     out = Path(args.out) if args.out else None
     if out is not None and (out.is_dir() or not out.parent.is_dir()):
@@ -197,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         _check_oracle(args.env_id, env_kwargs, args.seed)
     agent = _build_agent(args)
     console = Console(stderr=True)
-    if args.agent == "openai" and args.no_probe:
+    if args.agent == "openai" and not args.probe:
         agent.probed = True  # the engine's open_run would probe it otherwise
     elif args.agent == "openai":
         warning = asyncio.run(agent.probe())
@@ -210,12 +189,12 @@ def run(args: argparse.Namespace) -> int:
             f"resuming {args.out}: {args.episodes - len(todo)} of {args.episodes} episodes done",
             markup=False,
         )
-    batch = args.batch_size or (16 if args.agent == "openai" else 1)
+    batch = args.concurrency or (16 if args.agent == "openai" else 1)
     engine = Engine(
         experience.as_policy(agent),
         EnvSource.make(args.env_id, **env_kwargs),
         concurrency=max(1, min(batch, len(todo))),
-        max_turns=args.max_steps,
+        max_turns=args.max_turns,
         seed=args.seed if args.agent == "openai" else None,
     )
     specs = [EpisodeSpec(k, episode_seed(args.seed, k)) for k in todo]

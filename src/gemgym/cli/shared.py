@@ -1,0 +1,210 @@
+"""The option groups that ``gemgym run``, ``eval``, ``train`` and ``serve`` share, declared once.
+
+Each group is a section of :mod:`gemgym.options` (a dataclass of :func:`~gemgym.options.option`
+fields), so that every command that takes it shows the same flags, with the same defaults and
+the same help, and reads them the same way:
+
+* :class:`EnvOptions` (``run``, ``eval``, ``train``, ``serve``): ``--env-kwarg KEY=VALUE``,
+  repeatable, or a JSON object of several (``--env-kwargs`` is the same option);
+* :class:`EpisodeOptions` (``run``, ``eval``; ``train`` takes ``--seed``): ``--seed``,
+  ``--max-turns`` (formerly ``--max-steps``), ``--concurrency`` (formerly ``--batch-size``);
+* :class:`ModelServerOptions` (``run``, ``eval``): the OpenAI-compatible chat server the
+  ``openai`` agent talks to (one client: :class:`gemgym.evaluation.agents.ChatAgent`).
+
+A command that keeps a setting in its own config (``train``: ``run.seed``, ``run.env_kwargs``)
+takes the shared flag for it with :func:`gemgym.options.rebase`: one flag, one meaning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from gemgym.errors import ConfigError
+from gemgym.options import (
+    Option,
+    add_option_groups,
+    build_section,
+    flags_in_message,
+    option,
+    section_options,
+    values_from_args,
+)
+
+__all__ = [
+    "ENV",
+    "EPISODES",
+    "MODEL_SERVER",
+    "TITLES",
+    "EnvOptions",
+    "EpisodeOptions",
+    "ModelServerOptions",
+    "add_shared",
+    "cli_message",
+    "parse_env_kwargs",
+    "read_shared",
+]
+
+
+def parse_env_kwargs(text: str) -> dict[str, Any]:
+    """``KEY=VALUE`` (VALUE read as JSON when it can be) or a JSON object of several keywords."""
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")):
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError as e:
+            raise argparse.ArgumentTypeError(f"{text!r} is not JSON: {e}") from None
+        if not isinstance(value, dict):
+            raise argparse.ArgumentTypeError(
+                f'{text!r}: a JSON value must be a JSON object, e.g. \'{{"dataset": "sample"}}\''
+            )
+        return value
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"takes KEY=VALUE or a JSON object, got {text!r}")
+    try:
+        return {key: json.loads(raw)}
+    except json.JSONDecodeError:
+        return {key: raw}
+
+
+class _Checked:
+    section: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the parameter (``section.name``)."""
+
+    def _check(self, name: str, ok: bool, requirement: str) -> None:
+        if not ok:
+            raise ConfigError(
+                f"{self.section}.{name} must be {requirement}, got {getattr(self, name)!r}"
+            )
+
+
+@dataclass
+class EnvOptions(_Checked):
+    """How the env is made."""
+
+    section: ClassVar[str] = "env"
+
+    env_kwargs: dict[str, Any] = option(  # noqa: RUF009 - a dataclasses.field
+        default_factory=dict,
+        help="a keyword argument for the env: KEY=VALUE (VALUE read as JSON when it can be) "
+        "or a JSON object of several; repeatable",
+        flag="--env-kwarg",
+        aliases=("--env-kwargs",),
+        parse=parse_env_kwargs,
+        repeat=True,
+        metavar="KEY=VALUE",
+    )
+
+
+@dataclass
+class EpisodeOptions(_Checked):
+    """Which episodes are played, how long, how many at once."""
+
+    section: ClassVar[str] = "episodes"
+
+    seed: int = option(
+        0,
+        help="base seed: episode (eval: task) k is reset with seed+k; sampling (train: also "
+        "the model's initialisation) is seeded from it",
+    )
+    max_turns: int | None = option(
+        None,
+        help="cut each episode after N turns (default: the env's own limit)",
+        deprecated=("--max-steps",),
+        metavar="N",
+    )
+    concurrency: int | None = option(
+        None,
+        help="episodes in flight (default 16; gemgym run's random and oracle agents: 1)",
+        deprecated=("--batch-size",),
+        metavar="N",
+    )
+
+    def validate(self) -> None:
+        self._check("max_turns", self.max_turns is None or self.max_turns >= 1, ">= 1")
+        self._check("concurrency", self.concurrency is None or self.concurrency >= 1, ">= 1")
+
+
+@dataclass
+class ModelServerOptions(_Checked):
+    """The OpenAI-compatible chat server of the ``openai`` agent."""
+
+    section: ClassVar[str] = "model"
+
+    model: str | None = option(
+        None,
+        help="the model: a name the server serves (eval's transformers agent: a local path "
+        "or Hub id)",
+    )
+    base_url: str | None = option(
+        None, help="the server's URL, e.g. http://localhost:8000/v1 (default $OPENAI_BASE_URL)"
+    )
+    api_key_env: str = option("OPENAI_API_KEY", help="environment variable with the API key")
+    timeout: float = option(120.0, help="seconds per request", metavar="S")
+    max_retries: int = option(5, help="retries of a failed request", metavar="N")
+    retry_backoff: float = option(
+        1.0, help="the first retry waits up to S seconds (doubling)", metavar="S"
+    )
+    temperature: float | None = option(None, help="sampling temperature (default: the server's)")
+    max_tokens: int | None = option(None, help="tokens per reply (default: the server's)")
+    system_prompt: str | None = option(None, help="a system message before the first observation")
+    probe: bool = option(
+        True, help="check the model server before the run (one request to its /models)"
+    )
+
+    def validate(self) -> None:
+        self._check("timeout", self.timeout > 0, "> 0")
+        self._check("max_retries", self.max_retries >= 0, ">= 0")
+        self._check("retry_backoff", self.retry_backoff >= 0, ">= 0")
+
+
+ENV: tuple[Option, ...] = tuple(section_options("env", EnvOptions))
+EPISODES: tuple[Option, ...] = tuple(section_options("episodes", EpisodeOptions))
+MODEL_SERVER: tuple[Option, ...] = tuple(section_options("model", ModelServerOptions))
+
+TITLES = {
+    "env": "env (shared by run, eval, train, serve)",
+    "episodes": "episodes (shared by run, eval; train takes --seed)",
+    "model": "model server: any OpenAI-compatible chat server (shared by run, eval)",
+}
+
+_SECTIONS: dict[str, type[Any]] = {
+    "env": EnvOptions,
+    "episodes": EpisodeOptions,
+    "model": ModelServerOptions,
+}
+
+
+def add_shared(p: argparse.ArgumentParser, *groups: Sequence[Option]) -> None:
+    """Add the shared ``groups`` (:data:`ENV`, :data:`EPISODES`, :data:`MODEL_SERVER`) to ``p``."""
+    add_option_groups(p, [opt for g in groups for opt in g], titles=TITLES)
+
+
+def read_shared(args: argparse.Namespace, *groups: Sequence[Option]) -> None:
+    """Set ``args.<name>`` for every option of ``groups``: the value given or the default,
+    checked by its section (a :class:`ConfigError` naming the flag)."""
+    options = [opt for g in groups for opt in g]
+    given = values_from_args(args, options)
+    for section in dict.fromkeys(opt.section for opt in options):
+        try:
+            values = build_section(_SECTIONS[section], section, given.get(section, {}))
+        except ConfigError as e:
+            raise ConfigError(flags_in_message(str(e), options)) from None
+        for opt in options:
+            if opt.section == section:
+                setattr(args, opt.name, getattr(values, opt.name))
+
+
+def cli_message(message: str, options: Sequence[Option]) -> str:
+    """A library error's message with the parameters it names (``max_turns``) shown with
+    their flags (``max_turns (--max-turns)``)."""
+    return flags_in_message(message, options, bare=True)
