@@ -245,8 +245,11 @@ def rebase(opt: Option, path: str) -> Option:
     from dataclasses import replace
 
     section, _, name = path.partition(".")
-    meta = replace(opt.meta, flag=None if opt.meta.positional else opt.flag)
-    return replace(opt, section=section, name=name, meta=meta, group=opt.group or opt.section)
+    derived = "--" + name.replace("_", "-")
+    flag = None if opt.meta.positional or opt.flag == derived else opt.flag
+    meta = replace(opt.meta, flag=flag)
+    group = opt.group or opt.section
+    return replace(opt, section=section, name=name, meta=meta, prefix="", group=group)
 
 
 def config_options(cls: type[Any]) -> list[Option]:

@@ -424,6 +424,7 @@ def test_the_flags_are_made_from_the_config_fields() -> None:
     assert len(spellings) == len(set(spellings))
     own = {o.path: o.flag for o in OPTIONS if o.meta.flag}
     assert own == {
+        "run.env_kwargs": "--env-kwarg",  # the shared flag (--env-kwargs is the same option)
         "run.out_dir": "--out",
         "run.time_budget_s": "--time-budget",
         "sft.path": "--sft",

@@ -172,9 +172,9 @@ class _SharedEnv:
 
     section: ClassVar[str] = "env"
 
-    env_kwarg: dict[str, Any] = option(  # noqa: RUF009 - a dataclasses.field
+    tool_kwarg: dict[str, Any] = option(  # noqa: RUF009 - a dataclasses.field
         default_factory=dict,
-        help="an env keyword argument (repeatable)",
+        help="a tool keyword argument (repeatable)",
         parse=lambda text: dict([text.split("=", 1)]),
         repeat=True,
         metavar="K=V",
@@ -190,11 +190,11 @@ def test_shared_groups_sit_beside_the_configs_sections() -> None:
     shared = section_options("env", _SharedEnv)
     parser = argparse.ArgumentParser()
     add_arguments(parser, shared=shared)
-    argv = ["--updates", "1", "--env-kwarg", "a=1", "--env-kwarg", "b=2", "--gamma", "0.5"]
+    argv = ["--updates", "1", "--tool-kwarg", "a=1", "--tool-kwarg", "b=2", "--gamma", "0.5"]
     with pytest.warns(DeprecatedOptionWarning, match="--max-steps is deprecated: use --max-turns"):
         args = parser.parse_args([*argv, "--max-steps", "4"])
     env = build_section(_SharedEnv, "env", values_from_args(args, shared)["env"])
-    assert env == _SharedEnv(env_kwarg={"a": "1", "b": "2"}, max_turns=4)
+    assert env == _SharedEnv(tool_kwarg={"a": "1", "b": "2"}, max_turns=4)
     assert config_from_args(args).rl.gamma == 0.5  # the config's flags are unchanged
     assert {o.path for o in OPTIONS}.isdisjoint({o.path for o in shared})
     plain = argparse.ArgumentParser()

@@ -3,7 +3,7 @@
 Examples::
 
     gemgym serve game:Wordle-v0-easy --port 8000
-    gemgym serve math:GSM8K --env-kwargs '{"dataset": "sample"}' --max-sessions 128
+    gemgym serve math:GSM8K --env-kwarg dataset=sample --max-sessions 128
     gemgym serve game:Sudoku-v0-easy --workers 4           # 4 server processes on the port
     gemgym serve game:Wordle-v0-easy --host 0.0.0.0 --token "$(openssl rand -hex 16)"
 
@@ -15,10 +15,15 @@ gets its own env. Sessions idle for ``--idle-timeout`` seconds are closed; a ful
 from __future__ import annotations
 
 import argparse
-import json
 
+from gemgym.cli.shared import ENV, add_shared, read_shared
 from gemgym.errors import ConfigError
+from gemgym.options import Option
 from gemgym.serving import DEFAULT_IDLE_TIMEOUT_S, TOKEN_VAR, Limits
+
+GROUPS = (ENV,)
+OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
+"""The shared options ``gemgym serve`` takes."""
 
 
 def add_server_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,22 +86,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="server processes (1); each session stays on one, so steps/s scale with cores "
         "(caps are then per process)",
     )
-    p.add_argument(
-        "--env-kwargs", default="{}", help="JSON object of keyword arguments for gemgym.make"
-    )
     p.add_argument("--log-level", default="warning", help="uvicorn's log level (warning)")
+    add_shared(p, *GROUPS)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted."""
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be from 0 to 65535, got {args.port}")
-    try:
-        kwargs = json.loads(args.env_kwargs)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"--env-kwargs is not JSON: {e}") from None
-    if not isinstance(kwargs, dict):
-        raise ConfigError('--env-kwargs must be a JSON object, e.g. \'{"dataset": "sample"}\'')
+    read_shared(args, *GROUPS)
+    kwargs = dict(args.env_kwargs)
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     from gemgym.serving.env_server import serve_env

@@ -30,6 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gemgym.cli.shared import ENV, EPISODES, TITLES
 from gemgym.errors import ConfigError
 from gemgym.options import (
     Option,
@@ -38,15 +39,25 @@ from gemgym.options import (
     flags_in_message,
     load_toml,
     merge_nested,
+    rebase,
     values_from_args,
 )
 from gemgym.rl.trainer.config import TrainConfig, config_from_dict
 
 __all__ = ["OPTIONS", "add_arguments", "config_from_args", "resume_command", "run"]
 
-OPTIONS: tuple[Option, ...] = tuple(config_options(TrainConfig))
+SHARED: dict[str, Option] = {
+    "run.env_kwargs": next(o for o in ENV if o.name == "env_kwargs"),
+    "run.seed": next(o for o in EPISODES if o.name == "seed"),
+}
+"""The settings of :class:`TrainConfig` that ``run``, ``eval`` and ``serve`` take too: their
+flags are the shared ones (:mod:`gemgym.cli.shared`), one flag with one meaning."""
+
+OPTIONS: tuple[Option, ...] = tuple(
+    rebase(SHARED[o.path], o.path) if o.path in SHARED else o for o in config_options(TrainConfig)
+)
 """The options of every section of :class:`TrainConfig`: one flag each (the env id is the
-positional argument)."""
+positional argument); those in :data:`SHARED` with the shared flag, help and group."""
 
 SECTION_TITLES = {
     "run": "run (env, length, output, hardware)",
@@ -60,6 +71,7 @@ SECTION_TITLES = {
     "sft": "sft (the weights RL starts from)",
     "eval": "eval (evaluations on fresh episodes)",
     "checkpoint": "checkpoint (periodic saves)",
+    **TITLES,
 }
 
 
