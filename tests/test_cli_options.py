@@ -1,0 +1,137 @@
+"""The option groups ``gemgym run``, ``eval``, ``train`` and ``serve`` share: one declaration
+(:mod:`gemgym.cli.shared`), so the same flags, defaults and help in every ``--help``; old
+spellings still work and warn; library errors name parameters, the commands show the flags."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import warnings
+
+import pytest
+
+from gemgym.cli import build_parser
+from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, read_shared
+from gemgym.options import DeprecatedOptionWarning, Option
+
+COMMANDS = ("run", "eval", "train", "serve")
+ENV_ID = "game:GuessTheNumber-v0-easy"
+
+# which shared options each command takes (train keeps the seed in its run.seed)
+TAKES: dict[str, tuple[Option, ...]] = {
+    "run": (*ENV, *EPISODES, *MODEL_SERVER),
+    "eval": (*ENV, *EPISODES, *MODEL_SERVER),
+    "train": (*ENV, *(o for o in EPISODES if o.name == "seed")),
+    "serve": tuple(ENV),
+}
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = sub.choices[command]
+    return found
+
+
+def _help_entries(command: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """``--help`` of ``command`` as {first flag: its whole entry (spellings, help, default)}."""
+    monkeypatch.setenv("COLUMNS", "100")
+    text = _subparser(command).format_help()
+    entries: dict[str, str] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if re.match(r"^  -", line):
+            current = [line]
+            entries[line.split()[0].rstrip(",")] = ""
+        elif current is not None and re.match(r"^ {3,}\S", line):
+            current.append(line)
+        else:
+            current = None
+            continue
+        entries[current[0].split()[0].rstrip(",")] = "\n".join(current)
+    return entries
+
+
+def test_the_shared_options_read_the_same_in_every_commands_help(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    helps = {c: _help_entries(c, monkeypatch) for c in COMMANDS}
+    for opt in (*ENV, *EPISODES, *MODEL_SERVER):
+        takers = [c for c in COMMANDS if opt in TAKES[c]]
+        assert takers, opt.flag
+        entries = {c: helps[c].get(opt.flag) for c in takers}
+        assert all(entries.values()), (opt.flag, entries)
+        first = entries[takers[0]]
+        assert all(e == first for e in entries.values()), (opt.flag, entries)
+        assert opt.meta.help.split()[0] in first
+    # the request timeout: one default everywhere
+    assert "(default 120.0)" in helps["run"]["--timeout"] == helps["eval"]["--timeout"]
+    # and the commands that do not take a group do not spell its flags another way
+    for command in ("train", "serve"):
+        assert "--max-steps" not in helps[command] and "--max-turns" not in helps[command]
+        assert "--base-url" not in helps[command] and "--timeout" not in helps[command]
+
+
+def _parse(command: str, *argv: str) -> argparse.Namespace:
+    return build_parser().parse_args([command, *argv])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name", "value"),
+    [("--max-steps", "--max-turns", "max_turns", 3), ("--batch-size", "--concurrency",
+                                                      "concurrency", 2)],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_old_spellings_still_work_and_warn(
+    command: str, old: str, new: str, name: str, value: int
+) -> None:
+    with pytest.warns(DeprecatedOptionWarning, match=f"{old} is deprecated: use {new}"):
+        args = _parse(command, ENV_ID, old, str(value))
+    read_shared(args, ENV, EPISODES, MODEL_SERVER)
+    assert getattr(args, name) == value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        args = _parse(command, ENV_ID, new, str(value))
+    read_shared(args, ENV, EPISODES, MODEL_SERVER)
+    assert getattr(args, name) == value
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_env_kwargs_take_key_value_pairs_and_json_objects_alike(command: str) -> None:
+    argv = ["--env-kwarg", "a=1", "--env-kwargs", '{"b": "x", "c": [1]}', "--env-kwarg", "d=y"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # two spellings of one option: no warning
+        args = _parse(command, ENV_ID, *argv, *(["--updates", "1"] if command == "train" else []))
+    expected = {"a": 1, "b": "x", "c": [1], "d": "y"}
+    if command == "train":
+        from gemgym.cli.train import config_from_args
+
+        config = config_from_args(args)
+        assert config.run.env_kwargs == expected
+        assert config.run.seed == 0
+        assert (
+            config_from_args(_parse("train", ENV_ID, "--updates", "1", "--seed", "7")).run.seed == 7
+        )
+    else:
+        read_shared(args, ENV)
+        assert args.env_kwargs == expected
+
+
+@pytest.mark.parametrize("bad", ["[1]", "novalue", "{not json"])
+def test_a_bad_env_kwarg_is_refused_by_the_parser(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        _parse("run", ENV_ID, "--env-kwarg", bad)
+    assert "--env-kwarg" in capsys.readouterr().err
+
+
+def test_shared_values_are_checked_where_they_are_declared() -> None:
+    from gemgym.errors import ConfigError
+
+    args = _parse("run", ENV_ID, "--max-turns", "0")
+    with pytest.raises(ConfigError, match=r"^--max-turns must be >= 1, got 0$"):
+        read_shared(args, ENV, EPISODES, MODEL_SERVER)
+    args = _parse("eval", ENV_ID, "--timeout", "0")
+    with pytest.raises(ConfigError, match=r"^--timeout must be > 0, got 0\.0$"):
+        read_shared(args, ENV, EPISODES, MODEL_SERVER)
