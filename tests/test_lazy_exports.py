@@ -70,3 +70,19 @@ def test_type_only_imports_are_not_exported() -> None:
     assert "GameSource" not in gemgym.multiagent.__all__
     with pytest.raises(AttributeError, match="GameSource"):
         gemgym.multiagent.GameSource  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new"),
+    [
+        ("gemgym.llm", "Backend", "LLMBackend"),
+        ("gemgym.llm.backend", "Backend", "LLMBackend"),
+        ("gemgym.sandbox", "Backend", "SandboxBackend"),
+    ],
+)
+def test_renamed_names_are_deprecated_aliases(module: str, old: str, new: str) -> None:
+    package = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated; use .*{new}"):
+        value = getattr(package, old)
+    assert value is getattr(package, new)
+    assert old not in package.__all__

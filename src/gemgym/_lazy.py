@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import ast
 import importlib
-from collections.abc import Callable, MutableMapping
+import warnings
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 
@@ -92,19 +93,32 @@ def parse_exports(package: str, source: str) -> tuple[list[str], dict[str, str]]
     return sorted(set(exported)), lazy
 
 
+def deprecated_alias(package: str, old: str, new: str) -> None:
+    """Warn that ``package.old`` is the deprecated name of ``package.new``."""
+    warnings.warn(
+        f"{package}.{old} is deprecated; use {package}.{new}", DeprecationWarning, stacklevel=3
+    )
+
+
 def lazy_exports(
-    namespace: MutableMapping[str, Any],
+    namespace: MutableMapping[str, Any], *, deprecated: Mapping[str, str] | None = None
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Set the package's ``__all__`` and return its module ``__getattr__`` and ``__dir__``.
 
     ``namespace`` is the package's ``globals()``. A lazy name is imported on first access and
-    kept there, so later accesses are plain attribute lookups.
+    kept there, so later accesses are plain attribute lookups. ``deprecated`` maps old names
+    (not exported) to the exported names they still resolve to, with a ``DeprecationWarning``.
     """
     package = namespace["__name__"]
     exported, lazy = parse_exports(package, _source(namespace))
     namespace["__all__"] = exported
+    renamed = dict(deprecated or {})
 
     def __getattr__(name: str) -> Any:
+        if name in renamed:
+            deprecated_alias(package, name, renamed[name])
+            new = renamed[name]
+            return namespace[new] if new in namespace else __getattr__(new)
         module = lazy.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

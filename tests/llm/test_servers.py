@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("aiohttp")
 
 from gemgym.errors import ConfigError
-from gemgym.llm.backend import Backend, GenerationRequest, SamplingParams
+from gemgym.llm.backend import GenerationRequest, LLMBackend, SamplingParams
 from gemgym.llm.servers import (
     ChatCompletionsBackend,
     RetryPolicy,
@@ -223,7 +223,7 @@ async def one(backend: Any, req: GenerationRequest) -> Any:
 # -- vLLM --------------------------------------------------------------------------------------
 def test_vllm_sends_ids_and_reads_ids_and_logprobs(server: ScriptedServer) -> None:
     backend = VLLMBackend(server.url + "/v1", model="tiny", retry=FAST)
-    assert isinstance(backend, Backend)
+    assert isinstance(backend, LLMBackend)
     assert backend.capabilities.token_ids and backend.capabilities.logprobs
     prompt = [5, 6, 7]
     gen = run(one(backend, request(prompt, temperature=0.0, stop=("</answer>",), seed=3)))

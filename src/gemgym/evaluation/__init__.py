@@ -3,7 +3,7 @@
 * :mod:`~gemgym.evaluation.suites`: named suites, ids, globs, tools (:func:`resolve`);
 * :mod:`~gemgym.evaluation.runner`: the async runner (:class:`Runner`, :func:`plan_tasks`);
 * :mod:`~gemgym.evaluation.agents`: :class:`ChatAgent` (OpenAI-compatible, retries, timeouts),
-  :class:`BackendAgent` (a :class:`gemgym.llm.Backend`), random and oracle baselines;
+  :class:`BackendAgent` (a :class:`gemgym.llm.LLMBackend`), random and oracle baselines;
 * :mod:`~gemgym.evaluation.scoring`: unbiased :func:`pass_at_k`, mean@k, :func:`summarize`,
   :func:`compare_runs`;
 * :mod:`~gemgym.evaluation.results`: a run's files (:class:`RunDir`);

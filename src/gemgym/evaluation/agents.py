@@ -5,7 +5,7 @@
   (exponential backoff with full jitter) and a per-request timeout; it is the one chat client
   of the package: ``gemgym run`` and ``gemgym eval`` play through it, and the library's
   :class:`~gemgym.agents.OpenAIAgent` sends its requests through it;
-* :class:`BackendAgent`: any :class:`gemgym.llm.Backend` (the token-level layer's backends);
+* :class:`BackendAgent`: any :class:`gemgym.llm.LLMBackend` (the token-level layer's backends);
 * :class:`RandomAgent` / :class:`OracleAgent`: the env's random action / expert (baselines),
   asked through the capability the env grants (:class:`gemgym.episodes.EnvAccess`).
 
@@ -468,7 +468,7 @@ class ChatAgent:
 
 
 class BackendAgent:
-    """Any :class:`gemgym.llm.Backend` (transformers, vLLM, SGLang, a chat server) as an agent.
+    """Any :class:`gemgym.llm.LLMBackend` (transformers, vLLM, SGLang, a chat server) as an agent.
 
     A backend that takes token ids (``capabilities.token_ids``) gets the conversation rendered
     by the tokenizer's chat template (``tokenizer``, default the backend's own); a text backend

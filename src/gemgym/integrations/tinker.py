@@ -222,7 +222,7 @@ class GemgymRLDataset(RLDataset):  # type: ignore[misc]
 
 
 class BackendTokenCompleter(TokenCompleter):  # type: ignore[misc]
-    """A cookbook ``TokenCompleter`` sampling from any :class:`gemgym.llm.Backend` that takes
+    """A cookbook ``TokenCompleter`` sampling from any :class:`gemgym.llm.LLMBackend` that takes
     token ids (the transformers backend, vLLM, SGLang): cookbook rollouts without the Tinker
     service, e.g. to evaluate, or to test on a CPU.
 

@@ -45,7 +45,7 @@ __all__ = ["GemgymAgentLoop", "VerlServerBackend"]
 
 
 class VerlServerBackend:
-    """verl's server manager as a :class:`gemgym.llm.Backend` (token ids in and out)."""
+    """verl's server manager as a :class:`gemgym.llm.LLMBackend` (token ids in and out)."""
 
     def __init__(self, server_manager: Any, sampling_params: dict[str, Any], name: str) -> None:
         self.server_manager = server_manager

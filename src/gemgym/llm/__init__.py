@@ -1,6 +1,6 @@
 """Token-level multi-turn LLM rollouts: exact token ids, log-probs and masks.
 
-* :mod:`gemgym.llm.backend`: the :class:`Backend` interface (``generate`` one turn from prompt
+* :mod:`gemgym.llm.backend`: the :class:`LLMBackend` interface (``generate`` one turn from prompt
   ids and/or chat messages with :class:`SamplingParams`, returning a :class:`Generation`);
 * :mod:`gemgym.llm.record`: the :class:`TokenEpisode` record (ids, log-probs, loss mask,
   rewards, finish reasons), JSONL in and out, token-level advantages;
@@ -26,11 +26,11 @@ from gemgym._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gemgym.llm.backend import (
-        Backend as Backend,
         BackendCapabilities as BackendCapabilities,
         FinishReason as FinishReason,
         Generation as Generation,
         GenerationRequest as GenerationRequest,
+        LLMBackend as LLMBackend,
         SamplingParams as SamplingParams,
     )
     from gemgym.llm.record import (
@@ -69,4 +69,5 @@ if TYPE_CHECKING:
     )
 
 
-__getattr__, __dir__ = lazy_exports(globals())
+# ``Backend`` was this interface's name until "Backend" also meant a sandbox kind
+__getattr__, __dir__ = lazy_exports(globals(), deprecated={"Backend": "LLMBackend"})

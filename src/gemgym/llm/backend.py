@@ -1,4 +1,4 @@
-"""The interface every inference backend implements: :class:`Backend`.
+"""The interface every inference backend implements: :class:`LLMBackend`.
 
 A backend turns one :class:`GenerationRequest` (prompt token ids and/or chat messages, with
 :class:`SamplingParams`) into one :class:`Generation` (the sampled token ids, their log-probs,
@@ -36,11 +36,11 @@ from gemgym.core import Image
 from gemgym.errors import ConfigError
 
 __all__ = [
-    "Backend",
     "BackendCapabilities",
     "FinishReason",
     "Generation",
     "GenerationRequest",
+    "LLMBackend",
     "SamplingParams",
 ]
 
@@ -182,7 +182,7 @@ class BackendCapabilities:
 
 
 @runtime_checkable
-class Backend(Protocol):
+class LLMBackend(Protocol):
     """An inference engine the rollout engine can sample from.
 
     Implementations: :class:`gemgym.llm.TransformersBackend` (a local Hugging Face model) and
@@ -208,3 +208,12 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """Release the backend's resources (threads, HTTP clients); idempotent."""
         ...
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Backend":  # the name until 0.2; deprecated
+        from gemgym._lazy import deprecated_alias
+
+        deprecated_alias(__name__, "Backend", "LLMBackend")
+        return LLMBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

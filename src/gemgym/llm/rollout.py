@@ -1,7 +1,7 @@
 """Token-level rollouts: the episode engine with a backend policy and a token recorder.
 
 :func:`arollout_tokens` plays ``episodes`` episodes of an env with any
-:class:`~gemgym.llm.backend.Backend` on the episode engine (:class:`gemgym.episodes.Engine`):
+:class:`~gemgym.llm.backend.LLMBackend` on the episode engine (:class:`gemgym.episodes.Engine`):
 every turn of every episode is a separate request, sent as soon as the episode's env step
 returns, and the backend batches whatever is in flight. Each episode comes back as a
 :class:`~gemgym.llm.record.TokenEpisode` (the engine's one record, with tokens) rendered by a
@@ -51,7 +51,7 @@ from gemgym.episodes.outcomes import derive_seed, episode_seed
 from gemgym.episodes.policy import Action, ActRequest
 from gemgym.episodes.record import Episode, ObservationRole, Turn
 from gemgym.errors import ConfigError
-from gemgym.llm.backend import Backend, GenerationRequest, SamplingParams
+from gemgym.llm.backend import GenerationRequest, LLMBackend, SamplingParams
 from gemgym.llm.render import ChatRenderer
 from gemgym.vector import VectorEnv, make_vector_env
 
@@ -199,11 +199,11 @@ class TokenRecorder:
 
 
 class BackendPolicy:
-    """A :class:`~gemgym.llm.backend.Backend` as an engine policy: one request per turn, with
+    """A :class:`~gemgym.llm.backend.LLMBackend` as an engine policy: one request per turn, with
     the recorder's context ids and messages, ``max_tokens`` cut to the room left and the turn's
     derived seed (when ``sampling.seed`` is set)."""
 
-    def __init__(self, backend: Backend, sampling: SamplingParams) -> None:
+    def __init__(self, backend: LLMBackend, sampling: SamplingParams) -> None:
         self.backend = backend
         self.caps = backend.capabilities
         self.sampling = sampling
@@ -250,7 +250,7 @@ class BackendPolicy:
 
 async def arollout_tokens(
     env: str | Env[Any, Any] | VectorEnv,
-    backend: Backend,
+    backend: LLMBackend,
     tokenizer: Any | None = None,
     *,
     episodes: int,
@@ -275,7 +275,7 @@ async def arollout_tokens(
         env: an env id (made ``batch_size`` times with ``make_kwargs``), an env (copied with
             ``spawn``), or a vector env made with ``autoreset_mode="disabled"`` (every slot
             plays; not closed here).
-        backend: any :class:`~gemgym.llm.backend.Backend`.
+        backend: any :class:`~gemgym.llm.backend.LLMBackend`.
         tokenizer: the model's tokenizer (default: ``backend.tokenizer``).
         episodes: how many episodes.
         seed: episode ``k`` is reset with ``seed + k // group_size``; ``None``: unseeded.
@@ -370,7 +370,7 @@ async def arollout_tokens(
 
 def rollout_tokens(
     env: str | Env[Any, Any] | VectorEnv,
-    backend: Backend,
+    backend: LLMBackend,
     tokenizer: Any | None = None,
     **kwargs: Any,
 ) -> list[Episode]:

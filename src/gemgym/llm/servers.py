@@ -1,6 +1,6 @@
 """Backends that sample from an inference server over HTTP (vLLM, SGLang, any chat server).
 
-All of them implement :class:`~gemgym.llm.backend.Backend`: ``await backend.generate(request)``
+All of them implement :class:`~gemgym.llm.backend.LLMBackend`: ``await backend.generate(request)``
 sends one request; the rollout engine calls it from many tasks at once, and a backend keeps at
 most ``max_concurrency`` requests in flight (the server batches what arrives together).
 

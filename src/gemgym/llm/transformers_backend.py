@@ -1,4 +1,4 @@
-"""A local Hugging Face causal LM as a :class:`~gemgym.llm.backend.Backend` (CPU or GPU).
+"""A local Hugging Face causal LM as a :class:`~gemgym.llm.backend.LLMBackend` (CPU or GPU).
 
 :class:`TransformersBackend` gathers the requests that arrive while it is busy into one batch
 (left-padded, one forward pass per generated token with a KV cache), samples each row with its

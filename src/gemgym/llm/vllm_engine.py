@@ -1,4 +1,4 @@
-"""An in-process vLLM engine (``vllm.LLM``) as a :class:`~gemgym.llm.backend.Backend`.
+"""An in-process vLLM engine (``vllm.LLM``) as a :class:`~gemgym.llm.backend.LLMBackend`.
 
 Trainers that own a vLLM engine in their own process (Oat's actors, a custom loop) sample
 through it without a server: :class:`VLLMEngineBackend` gathers the requests of the turns in

@@ -32,25 +32,25 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from gemgym.errors import ConfigError, SandboxUnavailableError
 from gemgym.sandbox.base import KillReason, Limits, RunRequest, RunResult, Sandbox
 
 __all__ = [
     "BACKENDS",
-    "Backend",
     "KillReason",
     "Limits",
     "RunRequest",
     "RunResult",
     "Sandbox",
+    "SandboxBackend",
     "available_backends",
     "make_sandbox",
     "shared_sandbox",
 ]
 
-Backend = Literal["auto", "pool", "bwrap", "docker", "unsafe-local"]
+SandboxBackend = Literal["auto", "pool", "bwrap", "docker", "unsafe-local"]
 BACKENDS: tuple[str, ...] = ("auto", "pool", "bwrap", "docker", "unsafe-local")
 
 
@@ -66,7 +66,7 @@ def available_backends() -> list[str]:
 
 
 def make_sandbox(
-    backend: Backend | str = "auto",
+    backend: SandboxBackend | str = "auto",
     *,
     limits: Limits | None = None,
     parallelism: int = 2,
@@ -128,7 +128,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 def shared_sandbox(
-    backend: Backend | str = "auto", *, limits: Limits | None = None, parallelism: int = 2
+    backend: SandboxBackend | str = "auto", *, limits: Limits | None = None, parallelism: int = 2
 ) -> Sandbox:
     """A process-wide sandbox for these settings, made on first use and reused.
 
@@ -142,3 +142,12 @@ def shared_sandbox(
             sandbox = make_sandbox(backend, limits=limits, parallelism=parallelism)
             _SHARED[key] = sandbox
         return sandbox
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Backend":  # the name until 0.2; deprecated
+        from gemgym._lazy import deprecated_alias
+
+        deprecated_alias(__name__, "Backend", "SandboxBackend")
+        return SandboxBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
