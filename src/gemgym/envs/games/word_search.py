@@ -139,14 +139,24 @@ def lay_out_words(
     return grid, placed
 
 
+_HEADERS: dict[int, str] = {}
+
+
 def render_grid(grid: list[list[str]], marked: set[tuple[int, int]] | None = None) -> str:
     """The grid with ``C00``/``R00`` labels; ``marked`` cells are shown in brackets."""
-    lines = ["   " + " ".join(f"C{i:02}" for i in range(len(grid[0]) if grid else 0))]
+    width = len(grid[0]) if grid else 0
+    header = _HEADERS.get(width)
+    if header is None:
+        header = _HEADERS[width] = "   " + " ".join(f"C{i:02}" for i in range(width))
+    lines = [header]
+    marked_rows = {r for r, _ in marked} if marked else ()
     for r, row in enumerate(grid):
-        cells = "".join(
-            f"[{ch}] " if marked is not None and (r, c) in marked else f" {ch}  "
-            for c, ch in enumerate(row)
-        )
+        if marked and r in marked_rows:
+            cells = "".join(
+                f"[{ch}] " if (r, c) in marked else f" {ch}  " for c, ch in enumerate(row)
+            )
+        else:  # each cell " x  ", joined in one call
+            cells = " " + "   ".join(row) + "  " if row else ""
         lines.append(f"R{r:02} {cells}")
     return "\n".join(lines)
 
