@@ -135,3 +135,19 @@ def test_shared_values_are_checked_where_they_are_declared() -> None:
     args = _parse("eval", ENV_ID, "--timeout", "0")
     with pytest.raises(ConfigError, match=r"^--timeout must be > 0, got 0\.0$"):
         read_shared(args, ENV, EPISODES, MODEL_SERVER)
+
+
+def test_library_errors_name_parameters_and_eval_shows_its_flags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gemgym.cli import main
+    from gemgym.errors import ConfigError
+    from gemgym.evaluation.runner import EvalConfig
+
+    with pytest.raises(ConfigError, match=r"^n must be at least 1, got 0$"):
+        EvalConfig(n=0)
+    with pytest.raises(ConfigError, match=r"^every k of ks must be in \[1, n=2\], got \[3\]$"):
+        EvalConfig(n=2, ks=(3,))
+    status = main(["eval", ENV_ID, "--agent", "random", "--n", "0", "--quiet"])
+    assert status == 2
+    assert "gemgym: error: n (--n) must be at least 1, got 0" in capsys.readouterr().err

@@ -27,13 +27,30 @@ import time
 from typing import Any
 
 from gemgym.cli.run import parse_kv
-from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, add_shared, read_shared
+from gemgym.cli.shared import (
+    ENV,
+    EPISODES,
+    MODEL_SERVER,
+    add_shared,
+    names_as_flags,
+    read_shared,
+)
 from gemgym.errors import ConfigError, ModelUnavailableError
 from gemgym.options import Option
 
 GROUPS = (ENV, EPISODES, MODEL_SERVER)
 OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
 """The shared options ``gemgym eval`` takes (errors that name their parameters show the flags)."""
+
+# EvalConfig's parameters, as its errors name them, and this command's flags for them
+EVAL_CONFIG_FLAGS = {
+    "n": "--n",
+    "ks": "--k",
+    "tasks": "--tasks",
+    "limit": "--limit",
+    "concurrency": "--concurrency",
+    "max_turns": "--max-turns",
+}
 
 # the fields of run.json that decide which episodes a run plays (a resumed run must match)
 RESUME_FIELDS = ("envs", "n", "tasks", "limit", "seed", "max_turns", "env_kwargs", "agent", "model")
@@ -295,16 +312,19 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-error-rate must be in [0, 1], got {args.max_error_rate}")
     if args.max_attempts < 1:
         raise ConfigError(f"--max-attempts must be at least 1, got {args.max_attempts}")
-    config = EvalConfig(
-        n=args.n,
-        ks=tuple(sorted(set(args.k or [1, args.n]))),
-        tasks=args.tasks,
-        limit=args.limit,
-        seed=args.seed,
-        concurrency=args.concurrency or 16,
-        max_turns=args.max_turns,
-        search_url=args.search_url,
-    )
+    try:
+        config = EvalConfig(
+            n=args.n,
+            ks=tuple(sorted(set(args.k or [1, args.n]))),
+            tasks=args.tasks,
+            limit=args.limit,
+            seed=args.seed,
+            concurrency=args.concurrency or 16,
+            max_turns=args.max_turns,
+            search_url=args.search_url,
+        )
+    except ConfigError as e:  # the library names its parameters; show the flags
+        raise ConfigError(names_as_flags(str(e), EVAL_CONFIG_FLAGS)) from None
     env_kwargs = dict(args.env_kwargs)
     out = args.out or time.strftime("runs/eval-%Y%m%d-%H%M%S")
     run_dir = RunDir(out)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,6 +45,7 @@ __all__ = [
     "ModelServerOptions",
     "add_shared",
     "cli_message",
+    "names_as_flags",
     "parse_env_kwargs",
     "read_shared",
 ]
@@ -208,3 +210,13 @@ def cli_message(message: str, options: Sequence[Option]) -> str:
     """A library error's message with the parameters it names (``max_turns``) shown with
     their flags (``max_turns (--max-turns)``)."""
     return flags_in_message(message, options, bare=True)
+
+
+def names_as_flags(message: str, flags: dict[str, str]) -> str:
+    """``message`` with each parameter name of ``flags`` it holds (a whole word) shown with its
+    flag: ``n must be ...`` -> ``n (--n) must be ...``."""
+    if not flags:
+        return message
+    names = sorted(flags, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    return pattern.sub(lambda m: f"{m.group(1)} ({flags[m.group(1)]})", message)

@@ -58,15 +58,15 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         if self.n < 1:
-            raise ConfigError(f"--n must be at least 1, got {self.n}")
+            raise ConfigError(f"n must be at least 1, got {self.n}")
         if any(k < 1 or k > self.n for k in self.ks):
-            raise ConfigError(f"every --k must be in [1, --n={self.n}], got {list(self.ks)}")
+            raise ConfigError(f"every k of ks must be in [1, n={self.n}], got {list(self.ks)}")
         if self.tasks < 1 or (self.limit is not None and self.limit < 1):
-            raise ConfigError("--tasks and --limit must be at least 1")
+            raise ConfigError(f"tasks and limit must be at least 1, got {self.tasks}, {self.limit}")
         if self.concurrency < 1:
-            raise ConfigError(f"--concurrency must be at least 1, got {self.concurrency}")
+            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"--max-turns must be at least 1, got {self.max_turns}")
+            raise ConfigError(f"max_turns must be at least 1, got {self.max_turns}")
 
 
 @dataclass(frozen=True)
