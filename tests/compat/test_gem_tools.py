@@ -16,6 +16,7 @@ from gemgym.compat.gem.tools.base_tool import BaseTool
 from gemgym.compat.gem.tools.search_tool import SearchTool
 from gemgym.compat.gem.tools.tool_env_wrapper import ToolEnvWrapper
 from gemgym.sandbox.bwrap import bwrap_available
+from helpers.extras import skip_without
 from helpers.net import free_port, wait_for_port
 
 
@@ -145,6 +146,7 @@ def retriever_url() -> Iterator[str]:
             proc.wait(timeout=10)
 
 
+@skip_without("search")  # the server builds a BM25 index
 def test_gems_search_request_gets_gems_answer(retriever_url: str) -> None:
     msgpack = pytest.importorskip("msgpack")
     # exactly what GEM's SearchTool posts: raw MessagePack bytes, no content type
@@ -166,6 +168,7 @@ def test_gems_search_request_gets_gems_answer(retriever_url: str) -> None:
     assert [len(hits) for hits in answer["result"]] == [1, 1]
 
 
+@skip_without("search")
 def test_layer_search_tool_in_a_gem_episode(retriever_url: str) -> None:
     env = gem.make("game:GuessTheNumber-v0-hard", max_turns=4)
     env = ToolEnvWrapper(env, tools=[SearchTool(search_url=retriever_url, topk=2)], max_tool_uses=3)

@@ -16,7 +16,10 @@ import pytest
 
 from gemgym.cli import main
 from gemgym.registry import make
+from helpers.extras import skip_without
 from helpers.scripted_server import ScriptedChatServer
+
+needs_openai = skip_without("openai")  # the chat agent's HTTP client
 
 GAMES = [
     "Crosswords",
@@ -78,6 +81,7 @@ def _replier(moves: list[str]) -> Any:
 
 
 @pytest.mark.parametrize("game", GAMES)
+@needs_openai
 def test_llm_request_shows_the_board_gemgym_play_shows(
     game: str, monkeypatch: Any, capsys: Any, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from gemgym.evaluation.results import RunDir
 from gemgym.evaluation.runner import EvalConfig, Runner, plan_tasks
 from gemgym.evaluation.suites import EvalEnv
 from helpers.envs import FaultyEnv, register_bench_envs
+from helpers.extras import skip_without
 
 register_bench_envs()  # bench:BlockingSleep-v0
 
@@ -166,6 +167,7 @@ def test_blocking_envs_step_off_the_event_loop(tmp_path: Path) -> None:
     assert gaps and max(gaps) < 0.2  # no step (0.3 s) held the loop
 
 
+@skip_without("math")
 def test_a_datasets_levels_are_the_difficulty(tmp_path: Path) -> None:
     items = [
         {"question": "1 + 1?", "answer": "2", "level": "Level 1"},

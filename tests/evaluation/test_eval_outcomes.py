@@ -20,8 +20,11 @@ import pytest
 import gemgym
 from gemgym.cli import main
 from helpers.envs import FaultyEnv
+from helpers.extras import skip_without
 from helpers.net import free_port
 from helpers.scripted_server import ScriptedChatServer
+
+needs_openai = skip_without("openai")  # the chat agent's HTTP client
 
 GUESS = "game:GuessTheNumber-v0-easy"
 FAULTY = "evaltest:FaultyOutcomes-v0"
@@ -45,6 +48,7 @@ def _eval(run: Path, url: str, *extra: str, env: str = GUESS) -> int:
     )  # fmt: skip
 
 
+@needs_openai
 def test_context_overflow_is_a_scored_truncation(tmp_path: Path) -> None:
     def reply(body: dict[str, Any]) -> Any:  # a wrong guess, then the context is full
         if len(body["messages"]) >= 3:
@@ -63,6 +67,7 @@ def test_context_overflow_is_a_scored_truncation(tmp_path: Path) -> None:
     assert overall["context_truncations"] == 4 and overall["success_rate"] == 0.0
 
 
+@needs_openai
 def test_an_env_crash_on_the_reply_is_a_scored_env_error_reported_loudly(
     tmp_path: Path, capsys: Any
 ) -> None:
@@ -80,6 +85,7 @@ def test_an_env_crash_on_the_reply_is_a_scored_env_error_reported_loudly(
     assert "Env errors" in (tmp_path / "run" / "report.md").read_text()
 
 
+@needs_openai
 def test_the_error_rate_is_beside_every_score_and_a_score_is_refused_above_it(
     tmp_path: Path, capsys: Any
 ) -> None:
@@ -105,6 +111,7 @@ def test_the_error_rate_is_beside_every_score_and_a_score_is_refused_above_it(
     assert not _summary(tmp_path / "b")["summary"]["overall"]["refused"]
 
 
+@needs_openai
 def test_resume_retries_errors_a_bounded_number_of_times_one_line_per_episode(
     tmp_path: Path, capsys: Any
 ) -> None:
@@ -130,6 +137,7 @@ def test_resume_retries_errors_a_bounded_number_of_times_one_line_per_episode(
     assert [r["attempt"] for r in final] == [3, 3, 3]
 
 
+@needs_openai
 def test_eval_against_a_server_that_is_down_exits_in_seconds_with_the_reason(
     tmp_path: Path, capsys: Any
 ) -> None:
@@ -150,6 +158,7 @@ def test_eval_against_a_server_that_is_down_exits_in_seconds_with_the_reason(
         ({"models": ["served-model"]}, "does not serve model 'm'"),
     ],
 )
+@needs_openai
 def test_a_refused_key_or_an_unknown_model_ends_the_run_before_any_episode(
     tmp_path: Path, capsys: Any, server_kwargs: dict[str, Any], message: str
 ) -> None:
@@ -165,6 +174,7 @@ def test_a_refused_key_or_an_unknown_model_ends_the_run_before_any_episode(
         assert "served-model" in err  # what the server does serve
 
 
+@needs_openai
 def test_a_circuit_breaker_stops_hammering_a_dead_server(tmp_path: Path, capsys: Any) -> None:
     run = tmp_path / "run"
     args = ("--tasks", "40", "--concurrency", "2", "--max-retries", "1")
@@ -190,6 +200,7 @@ def test_a_circuit_breaker_stops_hammering_a_dead_server(tmp_path: Path, capsys:
         ({"content": "", "finish_reason": "length"}, "cut by max_tokens"),
     ],
 )  # fmt: skip
+@needs_openai
 def test_replies_with_no_text_are_scored_with_a_warning(
     tmp_path: Path, capsys: Any, message: dict[str, Any], expected: str
 ) -> None:

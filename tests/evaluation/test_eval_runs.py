@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 from gemgym.cli import main
+from helpers.extras import skip_without
 from helpers.scripted_server import ScriptedChatServer
+
+needs_openai = skip_without("openai")  # the chat agent's HTTP client
 
 FIVE_ENVS = [
     "game:GuessTheNumber-v0-easy",
@@ -43,6 +46,7 @@ def _eval(run: Path, url: str, *extra: str) -> int:
     )  # fmt: skip
 
 
+@needs_openai
 def test_a_5_env_suite_completes_with_500s_and_hangs(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with ScriptedChatServer(_seeded_reply, fail_rate=0.30, hang_rate=0.05, seed=1) as server:
@@ -77,6 +81,7 @@ def test_a_5_env_suite_completes_with_500s_and_hangs(tmp_path: Path) -> None:
     assert final["errors"] == 0 and final["scored"] == planned
 
 
+@needs_openai
 def test_failures_are_errors_never_zeros(tmp_path: Path, capsys: Any) -> None:
     with ScriptedChatServer(fail_rate=1.0) as server:
         status = main(
@@ -95,6 +100,7 @@ def test_failures_are_errors_never_zeros(tmp_path: Path, capsys: Any) -> None:
     assert env["errors"] == 3 and env["scored"] == 0 and env["success_rate"] is None
 
 
+@needs_openai
 def test_a_hung_server_is_reported_as_not_answering(tmp_path: Path) -> None:
     with ScriptedChatServer(hang_rate=1.0) as server:
         t0 = time.monotonic()
@@ -109,6 +115,7 @@ def test_a_hung_server_is_reported_as_not_answering(tmp_path: Path) -> None:
     assert "cannot reach" not in record["error"]
 
 
+@needs_openai
 def test_results_are_the_same_at_any_concurrency(tmp_path: Path) -> None:
     def strip(r: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in r.items() if k not in ("latency_s", "wall_s")}
@@ -157,6 +164,7 @@ def _wait_for_lines(run: Path, n: int, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("the run made no progress")
 
 
+@needs_openai
 def test_resume_after_a_kill_finishes_the_rest_without_repeating_one(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with ScriptedChatServer(_seeded_reply, delay=0.05) as server:
@@ -180,6 +188,7 @@ def test_resume_after_a_kill_finishes_the_rest_without_repeating_one(tmp_path: P
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@needs_openai
 def test_ctrl_c_writes_what_finished(tmp_path: Path) -> None:
     run = tmp_path / "run"
     # slow replies: the whole run takes ~10 s, so it cannot finish before the signal lands
@@ -208,6 +217,7 @@ def test_rerun_without_resume_refuses_to_overwrite(tmp_path: Path, capsys: Any) 
     assert main([*args[:-2], "--out", str(tmp_path / "a"), "--resume", "--seed", "5"]) == 2
 
 
+@needs_openai
 def test_gemgym_run_says_a_hung_server_did_not_answer(capsys: Any) -> None:
     with ScriptedChatServer(hang_rate=1.0) as server:
         status = main(

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from gemgym.cli import main
+from helpers.extras import skip_without
 from helpers.scripted_server import ScriptedChatServer
+
+needs_openai = skip_without("openai")  # the chat agent's HTTP client
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -50,6 +53,7 @@ def test_console_errors_are_caught(tmp_path: Path) -> None:
     assert any("boom" in x for x in console)
 
 
+@needs_openai
 def test_the_html_report_renders_with_its_charts(tmp_path: Path) -> None:
     """A run with failed episodes (30 % of requests answer HTTP 500, no retries)."""
     run = tmp_path / "run"

@@ -14,6 +14,7 @@ from gemgym.llm.backend import Generation, GenerationRequest, SamplingParams
 from gemgym.llm.rollout import rollout_tokens
 from gemgym.llm.transformers_backend import TransformersBackend
 from helpers.envs import CountingEnv
+from helpers.extras import skip_without
 
 
 def _backend(tiny: dict[str, tuple[Any, Any]], family: str = "chatml") -> TransformersBackend:
@@ -129,6 +130,7 @@ def test_one_backend_serves_several_blocking_rollouts(tiny: dict[str, tuple[Any,
     assert all(e.finish_reason == "env_end" for e in runs[0] + runs[1])
 
 
+@skip_without("llm")  # torch
 def test_top_p_keeps_the_nucleus_of_each_row() -> None:
     import torch
 

@@ -20,6 +20,7 @@ from gemgym.envs.dataset import (
     load_items,
 )
 from gemgym.errors import ConfigError, DatasetError
+from helpers.extras import skip_without
 
 ROWS = [{"problem": f"What is {i} + 1?", "solution": str(i + 1)} for i in range(10)]
 SPEC = DatasetSpec(name="Toy", hub_id="nobody-here/toy-dataset-xyz", sample="math/gsm8k.jsonl")
@@ -67,6 +68,7 @@ def test_local_jsonl_and_json_list(tmp_path: Path) -> None:
     assert len(ToyEnv(q, columns={"answer": "solution"})) == 10
 
 
+@skip_without("datasets")
 def test_local_parquet_through_datasets(tmp_path: Path) -> None:
     import datasets
 

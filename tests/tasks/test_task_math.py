@@ -14,6 +14,7 @@ from gemgym.envs.math import MATH_DATASETS, MathEnv
 from gemgym.errors import ConfigError
 from gemgym.grading import extract_boxed, grade_math
 from gemgym.grading.pool import GradingPool
+from helpers.extras import skip_without
 
 MATH_IDS = sorted(MATH_DATASETS)
 
@@ -104,6 +105,7 @@ def test_pathological_answer_costs_at_most_the_limit_then_grading_goes_on() -> N
     assert time.perf_counter() - t < 1.0  # the killed worker was replaced at once
 
 
+@skip_without("math")
 def test_grading_with_time_limit_works_in_threads() -> None:
     results: list[tuple[bool, bool]] = []
 

@@ -16,8 +16,10 @@ from gemgym.envs.reasoning_gym import (
     ReasoningGymEnv,
 )
 from gemgym.errors import ConfigError
+from helpers.extras import skip_without
 
 
+@skip_without("rg")
 def test_static_task_list_matches_installed_reasoning_gym() -> None:
     from reasoning_gym.factory import DATASETS
 
