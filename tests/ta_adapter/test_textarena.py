@@ -93,3 +93,22 @@ def test_garbage_actions(env_id: str) -> None:
         if terminated or truncated:
             break
     env.close()
+
+
+@pytest.mark.integrity
+def test_a_game_ended_by_invalid_moves_pays_nothing() -> None:
+    """TextArena pays one-player games' completion when invalid moves end them: one guess and a
+    repeat locked in partial credit (0.84 here) without playing on."""
+    env = gemgym.make("ta:GuessTheNumber-v0")
+    env.reset(seed=3)
+    _, reward, terminated, _, _ = env.step("[5]")
+    assert reward == 0.0 and not terminated
+    total = 0.0
+    for _ in range(3):
+        obs, reward, terminated, truncated, _ = env.step("[5]")  # already guessed: invalid
+        total += reward
+        if terminated or truncated:
+            break
+    assert terminated and total <= 0.0
+    assert "Invalid Move" in obs
+    env.close()

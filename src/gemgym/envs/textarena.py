@@ -24,7 +24,10 @@ action        any text, as TextArena takes it (moves in ``[brackets]``; a bracke
               is wrapped in brackets for the games whose default wrappers do so)
 reward        TextArena's rewards at the end of the game (win 1, loss −1, draw 0 for most
               multi-player games; a game-specific score for one-player ones); 0 before. Invalid
-              moves follow TextArena's rules (an error allowance, then the player loses); a
+              moves follow TextArena's rules (an error allowance, then the player loses), except
+              that a game ended by a player's invalid moves never pays that player more than 0
+              (TextArena pays one-player games' "percentage completion" then: one guess and a
+              repeat locked in partial credit, which ``gemgym audit`` flagged); a
               reply over 8,192 characters is an invalid move under gemgym's rules (−0.1, retry),
               as TextArena's parsers slow down with the square of its length, and so is a
               non-``str`` action (gemgym's one rule for non-text actions); an action TextArena
@@ -216,6 +219,13 @@ class TextArenaGame(TextGame):
         rewards, game_info = self._env.close()
         rewards = rewards or {}
         self._returns = {a: float(rewards.get(i, 0.0)) for i, a in enumerate(self.possible_agents)}
+        for i, a in enumerate(self.possible_agents):
+            # TextArena's single-player games pay their "percentage completion" to a player whose
+            # invalid moves end the game: a guess, then a repeat, locks in partial credit without
+            # playing on (gemgym audit: echoing the prompt doubled random's return). An invalid
+            # move is never paid here.
+            if isinstance(game_info, dict) and (game_info.get(i) or {}).get("invalid_move"):
+                self._returns[a] = min(self._returns[a], 0.0)
         reasons = {
             str(v.get("reason", "")) for v in (game_info or {}).values() if isinstance(v, dict)
         }
