@@ -43,7 +43,7 @@ from gemgym.envs.games._common import (
     TURN_LIMIT_TEXT,
     GameConfig,
     GameEnv,
-    last_match,
+    last_boxed_match,
 )
 from gemgym.errors import ConfigError, ResetNeeded
 from gemgym.registry import register
@@ -53,6 +53,9 @@ __all__ = ["SudokuConfig", "SudokuEnv", "count_solutions"]
 _MOVE_RE = re.compile(r"\\boxed\{\s*(\d+)[\s,]+(\d+)[\s,]+(\d+)\s*\}")
 _RANDOM_PRESETS = ((4, 6, 15), (9, 31, 50))
 _SCALES = (4, 9)
+
+
+_SMALL_INTS = {str(i): i for i in range(100)}
 
 
 def _num(digits: str) -> int:
@@ -334,10 +337,14 @@ class SudokuEnv(GameEnv[tuple[int, int, int]]):
         return any(board[j] == digit for j in range(s * s) if boxes[j] == boxes[i])
 
     def parse_move(self, action: str) -> tuple[int, int, int] | None:
-        move = last_match(action, _MOVE_RE)
+        move = last_boxed_match(action, _MOVE_RE)  # no box inside a match: the last box first
         if move is None:
             return None
-        return _num(move.group(1)), _num(move.group(2)), _num(move.group(3))
+        row, col, digit = move.groups()
+        try:  # numbers written as str() writes them: no int() calls
+            return _SMALL_INTS[row], _SMALL_INTS[col], _SMALL_INTS[digit]
+        except KeyError:
+            return _num(row), _num(col), _num(digit)
 
     def play_move(self, move: tuple[int, int, int]) -> tuple[str, float, bool | None]:
         turn = self.turn_count
