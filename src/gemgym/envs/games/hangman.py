@@ -49,6 +49,7 @@ from gemgym.registry import register
 
 __all__ = ["HangmanConfig", "HangmanEnv"]
 
+_HEADERS: dict[int, str] = {}  # the column labels of a board, by length
 _GUESS_RE = re.compile(r"\\boxed\{\s*([a-zA-Z]+)\s*\}")
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _ENGLISH_ORDER = "ETAOINSHRDLCUMWFGYPBVKJXQZ"
@@ -137,8 +138,12 @@ class HangmanEnv(GameEnv[str]):
         )
 
     def _render_board(self) -> str:
-        header = " ".join(f"C{i:02}" for i in range(len(self.board)))
-        return header + "\n" + "".join(f"  {ch} " for ch in self.board)
+        board = self.board
+        header = _HEADERS.get(len(board))
+        if header is None:
+            header = _HEADERS[len(board)] = " ".join(f"C{i:02}" for i in range(len(board)))
+        # each cell "  x ", joined in one call
+        return header + "\n" + ("  " + "   ".join(board) + " " if board else "")
 
     def get_task_suffix(self) -> str:
         return (
