@@ -30,7 +30,15 @@ _BINARY = (
     "(gemgym.envs.qa's card)"
 )
 
+_MINES = (
+    "Minesweeper's first reveal is always safe and pays the cells its flood fill uncovers: "
+    "another board's expert sequence opens with a reveal and wastes no turn on flags or "
+    "revealed cells, as the random action does; a fair opening, not an exploit "
+    "(gemgym.envs.games.minesweeper's card)"
+)
+
 EXPECTED: tuple[Expected, ...] = (
+    Expected("game:Minesweeper-*", "copy_other", _MINES),
     Expected("logic:RuleTaker-*", "copy_majority", _BINARY),
     Expected("logic:RuleTaker-*", "copy_other", _BINARY),
     Expected("logic:RuleTaker-*", "constant", _BINARY),
