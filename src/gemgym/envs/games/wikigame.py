@@ -64,7 +64,15 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from gemgym.core import excerpt, non_text_info
-from gemgym.envs.games._common import GameConfig, GameEnv, Step, last_boxed
+from gemgym.envs.games._common import (
+    GameConfig,
+    GameEnv,
+    Step,
+    _describe,
+    _field_types,
+    _matches,
+    last_boxed,
+)
 from gemgym.errors import ConfigError
 from gemgym.registry import register
 from gemgym.turns import truncate
@@ -100,7 +108,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 class WikiGameConfig(GameConfig):
     """Configuration (see the module docstring)."""
 
-    max_turns: int = 10
+    max_turns: int | None = 10
     min_distance: int | None = None
     max_distance: int | None = None
     variant: str = "noregrets"
@@ -118,31 +126,21 @@ class WikiGameConfig(GameConfig):
         summary = self.page_summary_length
         if isinstance(summary, list):  # JSON and YAML configs give lists
             object.__setattr__(self, "page_summary_length", tuple(summary))
+        hints = _field_types(type(self))
         for f in fields(self):
             if f.name == "trawler_kwargs":
                 continue
             value = getattr(self, f.name)
-            ok = {
-                "max_turns": isinstance(value, int) and not isinstance(value, bool),
-                "min_distance": value is None
-                or (isinstance(value, int) and not isinstance(value, bool)),
-                "max_distance": value is None
-                or (isinstance(value, int) and not isinstance(value, bool)),
-                "variant": isinstance(value, str),
-                "backend": isinstance(value, str),
-                "page_summary_length": isinstance(value, tuple)
-                and len(value) == 2
-                and isinstance(value[0], int)
-                and not isinstance(value[0], bool)
-                and isinstance(value[1], str),
-            }[f.name]
-            if not ok:
-                raise ConfigError(f"{f.name} has the wrong type: {value!r}")
+            if not _matches(value, hints[f.name]):  # the games' one message (GameConfig's)
+                raise ConfigError(
+                    f"{f.name} must be {_describe(hints[f.name])}, got {value!r} "
+                    f"({type(value).__name__})"
+                )
         self.validate()
 
     def validate(self) -> None:
-        if self.max_turns < 1:
-            raise ConfigError(f"max_turns must be at least 1, got {self.max_turns}")
+        if self.max_turns is None or self.max_turns < 1:
+            raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         lo, hi = self.min_distance, self.max_distance
@@ -167,7 +165,7 @@ class WikiGameEnv(GameEnv[str]):
 
     def __init__(
         self,
-        max_turns: int = 10,
+        max_turns: int | None = 10,
         min_distance: int | None = None,
         max_distance: int | None = None,
         variant: str = "noregrets",
@@ -186,7 +184,7 @@ class WikiGameEnv(GameEnv[str]):
             dict(trawler_kwargs) if trawler_kwargs is not None else None,
             page_summary_length,
         )
-        self.max_turns = max_turns
+        self.max_turns: int = self.config.max_turns or 10  # validated: a positive int
         self.backend: WikiBackend = make_backend(backend, self.config.trawler_kwargs)
         self.start_page: WikiPage | None = None
         self.target_page: WikiPage | None = None
