@@ -56,6 +56,10 @@ def test_an_openai_opponent_rolls_out_in_every_backend(
         seen = _play(venv)
     finally:
         venv.close()
+        if backend == "ray":  # the backend started Ray in this process: leave none behind
+            import ray
+
+            ray.shutdown()
     assert any("player_0 checked" in o for o in seen)  # the LLM played the first seat
     assert len(server.requests) > before
 

@@ -23,6 +23,8 @@ KW: list[dict[str, Any]] = [{}, {"work_iters": 10}, {}] * 2
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
     register_bench_envs()  # bench:* (their actors import helpers.envs: tests/ on their path)
+    if ray.is_initialized():  # another test's Ray (a backend starts one on demand)
+        ray.shutdown()
     ray.init(
         num_cpus=2,
         include_dashboard=False,

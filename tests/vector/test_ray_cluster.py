@@ -5,7 +5,9 @@ episode recorded once with the results of a one-machine run of the same seeds.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +46,8 @@ def cluster() -> Iterator[tuple[Any, list[Any]]]:
     # only the worker nodes declare the resource the envs ask for: none is placed on the head
     workers = [c.add_node(num_cpus=1, resources={"sandbox": 8}) for _ in range(2)]
     # FaultyEnv's actors import helpers.envs: tests/ on their path
+    if ray.is_initialized():  # another test's Ray (a backend starts one on demand)
+        ray.shutdown()
     ray.init(address=c.address, log_to_driver=False, runtime_env={"env_vars": worker_pythonpath()})
     c.wait_for_nodes()
     try:
@@ -51,6 +55,13 @@ def cluster() -> Iterator[tuple[Any, list[Any]]]:
     finally:
         ray.shutdown()
         c.shutdown()
+        # the cluster leaves its address in /tmp/ray/ray_current_cluster, and a later plain
+        # ray.init() in this machine's tests would try to join the dead cluster (minutes of
+        # GCS timeouts) instead of starting its own
+        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        with contextlib.suppress(OSError):
+            if current.read_text().strip() == c.address:
+                current.unlink()
 
 
 def _records(episodes: list[Episode]) -> dict[int, dict[str, Any]]:
