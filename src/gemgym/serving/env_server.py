@@ -27,10 +27,7 @@ time. Beyond a cap an HTTP client gets 503 (server full) or 429 (client cap) wit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +35,20 @@ from typing import Any
 
 from gemgym.errors import ConfigError, GemGymError
 from gemgym.serving import Limits
+from gemgym.serving.env_handlers import _HandlersMixin as _HandlersMixin
+from gemgym.serving.env_sessions import (
+    _RETRY_AFTER_S as _RETRY_AFTER_S,
+    _action_message as _action_message,
+    _Refused as _Refused,
+    _reset_fields as _reset_fields,
+    _rpc_error as _rpc_error,
+    _rpc_result as _rpc_result,
+    _Session as _Session,
+    _SessionsMixin as _SessionsMixin,
+    _text_of as _text_of,
+    _ws_error as _ws_error,
+    _ws_send as _ws_send,
+)
 from gemgym.serving.stack import (
     HTTPError,
     Metrics,
@@ -47,14 +58,11 @@ from gemgym.serving.stack import (
     client_of,
     decode_json,
     guard,
-    json_bytes,
     send_bytes,
     send_json,
 )
 
 __all__ = ["EnvServer"]
-
-_RETRY_AFTER_S = 1
 
 _SCHEMA = {
     "action": {
@@ -97,92 +105,7 @@ _SCHEMA = {
 }
 
 
-class _Refused(Exception):
-    """A session or env the caps do not allow: ``status`` 503 (server) or 429 (client)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-    def http(self) -> HTTPError:
-        return HTTPError(self.status, self.message, headers=[("retry-after", str(_RETRY_AFTER_S))])
-
-
-class _Session:
-    __slots__ = (
-        "busy",
-        "client",
-        "closing",
-        "done",
-        "env",
-        "episode_id",
-        "executor",
-        "id",
-        "kind",
-        "last_active",
-        "send",
-        "step_count",
-    )
-
-    def __init__(self, kind: str, client: str) -> None:
-        self.id = str(uuid.uuid4())
-        self.kind = kind
-        self.client = client
-        self.env: Any = None
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gemgym-session")
-        self.last_active = time.monotonic()
-        self.episode_id: str | None = None
-        self.step_count = 0
-        self.done = True
-        self.busy = False
-        self.closing = False
-        self.send: Send | None = None  # a socket session's, for the reaper
-
-
-def _text_of(obs: Any, info: dict[str, Any]) -> str:
-    """What the model is shown (:func:`gemgym.prompting.model_view`: the observation and the
-    info's suffix)."""
-    from gemgym.integrations.common import observation_text
-
-    return observation_text(obs, info)
-
-
-def _reset_fields(data: Any) -> tuple[int | None, dict[str, Any] | None, str | None]:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise HTTPError(422, 'reset takes an object: {"seed": 3, "options": {...}}')
-    unknown = sorted(set(data) - {"seed", "episode_id", "options"})
-    if unknown:
-        raise HTTPError(
-            422, f"unknown reset fields {unknown}; a gemgym env takes seed, episode_id and options"
-        )
-    seed = data.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise HTTPError(422, f"'seed' must be an int >= 0 or null, got {seed!r}")
-    options = data.get("options")
-    if options is not None and not isinstance(options, dict):
-        raise HTTPError(422, f"'options' must be an object, got {type(options).__name__}")
-    episode_id = data.get("episode_id")
-    if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
-        raise HTTPError(422, "'episode_id' must be a string of at most 255 characters")
-    return seed, options, episode_id
-
-
-def _action_message(data: Any) -> str:
-    if not isinstance(data, dict):
-        raise HTTPError(422, 'the action must be an object: {"message": "your reply"}')
-    unknown = sorted(set(data) - {"message", "metadata"})
-    if unknown:
-        raise HTTPError(422, f'unknown action fields {unknown}; the action is {{"message": ...}}')
-    message = data.get("message")
-    if not isinstance(message, str):
-        raise HTTPError(422, "the action needs 'message', a string (the model's reply)")
-    return message
-
-
-class EnvServer:
+class EnvServer(_HandlersMixin):
     """The ASGI app of ``gemgym serve`` (see the module docstring).
 
     Args:
@@ -260,11 +183,6 @@ class EnvServer:
         counts = Counter(s.kind for s in self.sessions.values())
         return [({"kind": k}, float(counts.get(k, 0))) for k in ("ws", "mcp_ws", "mcp")]
 
-    def _make(self) -> Any:
-        import gemgym
-
-        return gemgym.make(self.env_id, **self.make_kwargs)
-
     def check(self) -> None:
         """Build one env and close it: bad ``make_kwargs`` fail here, before serving."""
         try:
@@ -283,116 +201,6 @@ class EnvServer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
-
-    # -- caps ----------------------------------------------------------------------------------
-    def _admit(self, client: str, *, session: bool) -> None:
-        if session and len(self.sessions) >= self.max_sessions:
-            self.metrics.inc("rejections", reason="server_full")
-            raise _Refused(
-                503,
-                f"server full: {len(self.sessions)} of {self.max_sessions} sessions in use; "
-                f"retry in {_RETRY_AFTER_S} s (or start the server with a larger --max-sessions)",
-            )
-        if session and self._client_sessions[client] >= self.max_client_sessions:
-            self.metrics.inc("rejections", reason="client_cap")
-            raise _Refused(
-                429,
-                f"too many sessions from {client}: {self._client_sessions[client]} of "
-                f"{self.max_client_sessions} per client; close one first (the server's "
-                "--max-client-sessions)",
-            )
-        if self._client_envs[client] >= self.max_client_envs:
-            self.metrics.inc("rejections", reason="client_cap")
-            raise _Refused(
-                429,
-                f"too many envs from {client}: {self._client_envs[client]} of "
-                f"{self.max_client_envs} per client (sessions and stateless resets); wait for "
-                "one to finish (the server's --max-client-envs)",
-            )
-
-    async def _open(self, kind: str, client: str) -> _Session:
-        """A new session with its env built (caps checked first)."""
-        self._admit(client, session=True)
-        if self._reaper is None or self._reaper.done():  # no lifespan events: start it here
-            self._reaper = asyncio.create_task(self._reap())
-        session = _Session(kind, client)
-        self.sessions[session.id] = session
-        self._client_sessions[client] += 1
-        self._client_envs[client] += 1
-        self.metrics.inc("sessions_opened", kind=kind)
-        try:
-            loop = asyncio.get_running_loop()
-            session.env = await loop.run_in_executor(session.executor, self._make)
-        except BaseException:
-            await self._close(session)
-            raise
-        return session
-
-    async def _close(self, session: _Session) -> None:
-        if self.sessions.pop(session.id, None) is None:
-            return
-        self._client_sessions[session.client] -= 1
-        self._client_envs[session.client] -= 1
-        for counter in (self._client_sessions, self._client_envs):
-            if counter[session.client] <= 0:
-                del counter[session.client]
-        env, session.env = session.env, None
-        if env is not None:
-            loop = asyncio.get_running_loop()
-            with contextlib.suppress(Exception):  # a broken env must not keep its slot
-                await loop.run_in_executor(session.executor, env.close)
-        session.executor.shutdown(wait=False)
-
-    # -- env work (in the session's thread) -----------------------------------------------------
-    def _reset_sync(
-        self, env: Any, seed: int | None, options: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        obs, info = env.reset(seed=seed, options=options)
-        return {
-            "observation": {"text": _text_of(obs, info), "truncated": False, "info": info},
-            "reward": None,
-            "done": False,
-        }
-
-    def _step_sync(self, env: Any, message: str) -> dict[str, Any]:
-        obs, reward, terminated, truncated, info = env.step(message)
-        done = bool(terminated or truncated)
-        return {
-            "observation": {
-                "text": _text_of(obs, info),
-                "truncated": bool(truncated) and not terminated,
-                "info": info,
-            },
-            "reward": float(reward),
-            "done": done,
-        }
-
-    async def _session_reset(self, session: _Session, data: Any) -> dict[str, Any]:
-        seed, options, episode_id = _reset_fields(data)
-        loop = asyncio.get_running_loop()
-        payload = await loop.run_in_executor(
-            session.executor, self._reset_sync, session.env, seed, options
-        )
-        session.episode_id = episode_id or uuid.uuid4().hex
-        session.step_count = 0
-        session.done = False
-        self.metrics.inc("resets")
-        return payload
-
-    async def _session_step(self, session: _Session, data: Any) -> dict[str, Any]:
-        message = _action_message(data)
-        if session.done:
-            raise HTTPError(409, "the episode has ended (or was never reset); reset first")
-        loop = asyncio.get_running_loop()
-        t0 = time.perf_counter()
-        payload = await loop.run_in_executor(
-            session.executor, self._step_sync, session.env, message
-        )
-        self.metrics.observe(time.perf_counter() - t0)
-        self.metrics.inc("steps")
-        session.step_count += 1
-        session.done = bool(payload["done"])
-        return payload
 
     # -- routing ---------------------------------------------------------------------------------
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -516,247 +324,6 @@ class EnvServer:
                 del self._client_envs[client]
         self.metrics.inc("resets")
         await send_json(send, 200, payload)
-
-    # -- MCP ---------------------------------------------------------------------------------------
-    async def _http_mcp(self, scope: Scope, body: bytes, send: Send) -> None:
-        try:
-            request = decode_json(body, self.limits.max_json_depth)
-        except HTTPError as e:
-            self.metrics.inc("rejections", reason="bad_request")
-            await send_json(send, 400, _rpc_error(None, -32700, f"Parse error: {e.message}"))
-            return
-        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-            self.metrics.inc("rejections", reason="bad_request")
-            await send_json(
-                send, 400, _rpc_error(None, -32600, "Invalid request: needs a string 'method'")
-            )
-            return
-        status, answer = await self._rpc(request, client_of(scope), None)
-        headers = [("retry-after", str(_RETRY_AFTER_S))] if status in (429, 503) else []
-        await send_json(send, status, answer, headers)
-
-    async def _rpc(
-        self, request: dict[str, Any], client: str, own: _Session | None
-    ) -> tuple[int, dict[str, Any]]:
-        rid = request.get("id")
-        method = request["method"]
-        params = request.get("params", {})
-        if not isinstance(params, dict):
-            return 200, _rpc_error(rid, -32602, "Params must be an object")
-        if method == "openenv/session/create":
-            if own is not None:
-                return 200, _rpc_result(rid, {"session_id": own.id})
-            try:
-                session = await self._open("mcp", client)
-            except _Refused as e:
-                return e.status, _rpc_error(rid, -32000, e.message)
-            except Exception as e:
-                return 200, _rpc_error(rid, -32000, f"cannot build the env: {e}")
-            return 200, _rpc_result(rid, {"session_id": session.id})
-        if method == "openenv/session/close":
-            sid = params.get("session_id")
-            if not isinstance(sid, str) or not sid:
-                return 200, _rpc_error(rid, -32602, "Invalid params - 'session_id' is required")
-            target = self.sessions.get(sid)
-            if target is None or target.kind != "mcp":
-                return 200, _rpc_error(rid, -32602, f"Unknown session_id: {sid}")
-            await self._close(target)
-            return 200, _rpc_result(rid, {"session_id": sid, "closed": True})
-        if method in ("tools/list", "tools/call"):
-            sid = params.get("session_id")
-            if sid is not None:
-                target = self.sessions.get(sid) if isinstance(sid, str) else None
-                if target is None:
-                    return 200, _rpc_error(rid, -32602, f"Unknown session_id: {sid}")
-                target.last_active = time.monotonic()
-            return 200, _rpc_error(
-                rid,
-                -32603,
-                "Environment does not support MCP: a gemgym env has no MCP tools; play it with "
-                "reset and step over the WebSocket /ws",
-            )
-        return 200, _rpc_error(rid, -32601, f"Method not found: {method}")
-
-    # -- WebSocket ---------------------------------------------------------------------------------
-    async def _websocket(self, scope: Scope, receive: Receive, send: Send, *, mcp: bool) -> None:
-        first = await receive()
-        if first["type"] != "websocket.connect":
-            return
-        await send({"type": "websocket.accept"})
-        client = client_of(scope)
-        try:
-            session = await self._open("mcp_ws" if mcp else "ws", client)
-        except _Refused as e:
-            await self._refuse(receive, send, e, mcp=mcp)
-            return
-        except Exception as e:
-            message = f"cannot build the env {self.env_id}: {type(e).__name__}: {e}"
-            await _ws_send(send, json.dumps(_ws_error(message, "FACTORY_ERROR")))
-            await send({"type": "websocket.close", "code": 1011, "reason": "env build failed"})
-            return
-        try:
-            await self._ws_loop(session, receive, send, mcp=mcp)
-        finally:
-            await self._close(session)
-
-    async def _refuse(self, receive: Receive, send: Send, refused: _Refused, *, mcp: bool) -> None:
-        """Tell a client over a cap why, as the answer to its first message (OpenEnv's clients
-        connect, then send; an error sent before that is lost to them), then close (1013)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(receive(), 2.0)
-        if mcp:
-            text = json.dumps(_rpc_error(None, -32000, refused.message))
-        else:
-            error = _ws_error(refused.message, "CAPACITY_REACHED")
-            error["data"]["retry_after_s"] = _RETRY_AFTER_S
-            text = json.dumps(error)
-        await _ws_send(send, text)
-        reason = "server full" if refused.status == 503 else "client cap reached"
-        await send({"type": "websocket.close", "code": 1013, "reason": reason})
-
-    async def _ws_loop(self, session: _Session, receive: Receive, send: Send, *, mcp: bool) -> None:
-        depth = self.limits.max_json_depth
-        session.send = send
-        while True:
-            session.last_active = time.monotonic()
-            event = await receive()  # the reaper closes the session when it idles too long
-            if event["type"] == "websocket.disconnect" or session.closing:
-                return
-            text = event.get("text")
-            raw: str | bytes = text if text is not None else (event.get("bytes") or b"")
-            session.busy = True
-            answer: str | None
-            try:
-                if mcp:
-                    answer = await self._mcp_message(session, raw, depth)
-                else:
-                    answer = await self._ws_message(session, raw, depth)
-            finally:
-                session.busy = False
-            if session.closing:
-                return
-            if answer is None:
-                await send({"type": "websocket.close", "code": 1000})
-                return
-            await _ws_send(send, answer)
-
-    async def _ws_message(self, session: _Session, raw: str | bytes, depth: int) -> str | None:
-        try:
-            message = decode_json(raw, depth)
-        except HTTPError as e:
-            self.metrics.inc("rejections", reason="bad_request")
-            return json.dumps(_ws_error(f"Invalid JSON: {e.message}", "INVALID_JSON"))
-        if not isinstance(message, dict):
-            self.metrics.inc("rejections", reason="bad_request")
-            return json.dumps(_ws_error("a message is a JSON object with 'type'", "INVALID_JSON"))
-        kind = message.get("type")
-        try:
-            if kind == "step":
-                payload = await self._session_step(session, message.get("data"))
-                return json_bytes({"type": "observation", "data": payload}).decode("utf-8")
-            if kind == "reset":
-                payload = await self._session_reset(session, message.get("data"))
-                return json_bytes({"type": "observation", "data": payload}).decode("utf-8")
-            if kind == "state":
-                state = {"episode_id": session.episode_id, "step_count": session.step_count}
-                return json.dumps({"type": "state", "data": state})
-            if kind == "close":
-                return None
-            if kind == "mcp":
-                data = message.get("data")
-                if not isinstance(data, dict) or not isinstance(data.get("method"), str):
-                    rpc = _rpc_error(None, -32600, "Invalid request: needs a string 'method'")
-                else:
-                    _, rpc = await self._rpc(data, session.client, session)
-                return json.dumps({"type": "mcp", "data": rpc})
-            self.metrics.inc("rejections", reason="bad_request")
-            return json.dumps(
-                _ws_error(
-                    f"Unknown message type: {kind!r} (reset, step, state, close, mcp)",
-                    "UNKNOWN_TYPE",
-                )
-            )
-        except HTTPError as e:
-            self.metrics.inc("rejections", reason="bad_request")
-            code = "EXECUTION_ERROR" if e.status == 409 else "VALIDATION_ERROR"
-            return json.dumps(_ws_error(e.message, code))
-        except Exception as e:  # the env failed: the session goes on, as OpenEnv's does
-            self.metrics.inc("errors")
-            return json.dumps(_ws_error(f"{type(e).__name__}: {e}", "EXECUTION_ERROR"))
-
-    async def _mcp_message(self, session: _Session, raw: str | bytes, depth: int) -> str:
-        try:
-            request = decode_json(raw, depth)
-        except HTTPError as e:
-            return json.dumps(_rpc_error(None, -32700, f"Parse error: {e.message}"))
-        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-            return json.dumps(_rpc_error(None, -32600, "Invalid request: needs a string 'method'"))
-        _, answer = await self._rpc(request, session.client, session)
-        return json.dumps(answer)
-
-    # -- lifespan and reaping ----------------------------------------------------------------------
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                if self._reaper is None:
-                    self._reaper = asyncio.create_task(self._reap())
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if self._reaper is not None:
-                    self._reaper.cancel()
-                    self._reaper = None
-                for session in list(self.sessions.values()):
-                    if session.kind == "mcp":  # socket sessions close with their sockets
-                        await self._close(session)
-                self._stateless_pool.shutdown(wait=False)
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    async def _reap(self) -> None:
-        """Close sessions of every kind idle longer than the idle timeout (checked every
-        quarter of it, at most every 5 s); a socket session is told why, then closed (4408)."""
-        idle = self.limits.idle_timeout_s
-        interval = min(max(idle / 4, 0.05), 5.0)
-        while True:
-            await asyncio.sleep(interval)
-            now = time.monotonic()
-            for session in list(self.sessions.values()):
-                if session.busy or session.closing or now - session.last_active <= idle:
-                    continue
-                session.closing = True
-                self.metrics.inc("sessions_reaped", kind=session.kind)
-                if session.send is not None:
-                    message = (
-                        f"session closed: idle for {idle:g} s (the server's --idle-timeout); "
-                        "reconnect to play on"
-                    )
-                    if session.kind == "mcp_ws":
-                        text = json.dumps(_rpc_error(None, -32000, message))
-                    else:
-                        text = json.dumps(_ws_error(message, "SESSION_IDLE"))
-                    with contextlib.suppress(Exception):  # the client may be gone already
-                        await _ws_send(session.send, text)
-                        await session.send(
-                            {"type": "websocket.close", "code": 4408, "reason": "idle timeout"}
-                        )
-                await self._close(session)
-
-
-async def _ws_send(send: Send, text: str) -> None:
-    await send({"type": "websocket.send", "text": text})
-
-
-def _ws_error(message: str, code: str) -> dict[str, Any]:
-    return {"type": "error", "data": {"message": message, "code": code}}
-
-
-def _rpc_result(rid: Any, result: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "result": result, "id": rid}
-
-
-def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": rid}
 
 
 def serve_env(
