@@ -108,7 +108,7 @@ def run_tokens(n: int, kw: dict[str, Any]) -> float:
 
 
 def run_eval(n: int, kw: dict[str, Any]) -> float:
-    from gemgym.evaluation.agents import RandomAgent
+    from gemgym.agents import RandomAgent
     from gemgym.evaluation.results import RunDir
     from gemgym.evaluation.runner import EvalConfig, Runner, plan_tasks
     from gemgym.evaluation.suites import EvalEnv

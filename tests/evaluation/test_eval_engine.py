@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import gemgym
+from gemgym.agents import OracleAgent, RandomAgent
 from gemgym.episodes import Action, ActRequest, derive_seed
 from gemgym.errors import AgentError
-from gemgym.evaluation.agents import OracleAgent, RandomAgent
 from gemgym.evaluation.results import RunDir
 from gemgym.evaluation.runner import EvalConfig, Runner, plan_tasks
 from gemgym.evaluation.suites import EvalEnv

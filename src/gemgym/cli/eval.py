@@ -219,10 +219,10 @@ def _compare(rest: list[str]) -> int:
 def _build_agent(args: argparse.Namespace) -> Any:
     from gemgym.evaluation import agents
 
-    if args.agent == "random":
-        return agents.RandomAgent()
-    if args.agent == "oracle":
-        return agents.OracleAgent()
+    if args.agent in ("random", "oracle"):
+        from gemgym.agents import make_agent
+
+        return make_agent(args.agent)
     if not args.model:
         raise ConfigError(f"--agent {args.agent} needs --model")
     if args.agent in ("transformers", "vllm", "sglang"):
@@ -338,7 +338,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     agent = _build_agent(args)
     console = Console(stderr=True)
     if not args.probe:
-        agent.probed = True  # the engine's open_run would probe it otherwise
+        if hasattr(agent, "probed"):
+            agent.probed = True  # the engine's open_run would probe it otherwise
     else:
         _probe(agent, console)
     _check_out(run_dir, out)
@@ -410,7 +411,9 @@ def _evaluate(args: argparse.Namespace) -> int:
             with progress:
                 await runner.run(todo)
         finally:
-            await agent.aclose()
+            aclose = getattr(agent, "aclose", None)  # the baselines hold nothing to release
+            if aclose is not None:
+                await aclose()
 
     status = "complete"
     stopped: str | None = None

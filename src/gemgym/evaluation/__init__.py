@@ -3,7 +3,8 @@
 * :mod:`~gemgym.evaluation.suites`: named suites, ids, globs, tools (:func:`resolve`);
 * :mod:`~gemgym.evaluation.runner`: the async runner (:class:`Runner`, :func:`plan_tasks`);
 * :mod:`~gemgym.evaluation.agents`: :class:`ChatAgent` (OpenAI-compatible, retries, timeouts),
-  :class:`BackendAgent` (a :class:`gemgym.llm.LLMBackend`), random and oracle baselines;
+  :class:`BackendAgent` (a :class:`gemgym.llm.LLMBackend`); the random and oracle baselines are
+  :class:`gemgym.agents.RandomAgent` and :class:`gemgym.agents.OracleAgent`, exported here too;
 * :mod:`~gemgym.evaluation.scoring`: unbiased :func:`pass_at_k`, mean@k, :func:`summarize`,
   :func:`compare_runs`;
 * :mod:`~gemgym.evaluation.results`: a run's files (:class:`RunDir`);
@@ -19,11 +20,13 @@ from typing import TYPE_CHECKING
 from gemgym._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from gemgym.agents.builtin import (
+        OracleAgent as OracleAgent,
+        RandomAgent as RandomAgent,
+    )
     from gemgym.evaluation.agents import (
         BackendAgent as BackendAgent,
         ChatAgent as ChatAgent,
-        OracleAgent as OracleAgent,
-        RandomAgent as RandomAgent,
     )
     from gemgym.evaluation.outputs import (
         rescore as rescore,

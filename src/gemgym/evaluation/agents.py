@@ -5,9 +5,12 @@
   (exponential backoff with full jitter) and a per-request timeout; it is the one chat client
   of the package: ``gemgym run`` and ``gemgym eval`` play through it, and the library's
   :class:`~gemgym.agents.OpenAIAgent` sends its requests through it;
-* :class:`BackendAgent`: any :class:`gemgym.llm.LLMBackend` (the token-level layer's backends);
-* :class:`RandomAgent` / :class:`OracleAgent`: the env's random action / expert (baselines),
-  asked through the capability the env grants (:class:`gemgym.episodes.EnvAccess`).
+* :class:`BackendAgent`: any :class:`gemgym.llm.LLMBackend` (the token-level layer's backends).
+
+The baselines are :class:`gemgym.agents.RandomAgent` and :class:`gemgym.agents.OracleAgent`
+(the env's random action and expert, asked through the capability the env grants,
+:class:`gemgym.episodes.EnvAccess`): batch policies of the engine, which the runner plays as
+they are.
 
 An agent gets an :class:`~gemgym.episodes.ActRequest` each turn: what a model is shown
 (:func:`gemgym.prompting.model_view`), the episode's own ``state`` (where the agent keeps the
@@ -46,8 +49,6 @@ __all__ = [
     "ChatAgent",
     "CircuitBreaker",
     "EvalAgent",
-    "OracleAgent",
-    "RandomAgent",
     "Reply",
 ]
 
@@ -76,30 +77,6 @@ def _seed(base: int | None, request: ActRequest) -> int | None:
     if request.seed is not None:
         return request.seed
     return derive_seed(base, request.episode.index, request.turn)
-
-
-class RandomAgent:
-    """The env's ``sample_random_action()`` (a lower baseline)."""
-
-    name = "random"
-
-    async def act(self, request: ActRequest) -> Action:
-        return Action(request.env.sample_random_action(), requests=0)
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
-
-
-class OracleAgent:
-    """The env's ``expert_action()`` (an upper baseline)."""
-
-    name = "oracle"
-
-    async def act(self, request: ActRequest) -> Action:
-        return Action(request.env.expert_action(), requests=0)
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
 
 
 def _content(view: Any) -> Any:

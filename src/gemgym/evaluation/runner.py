@@ -32,6 +32,7 @@ from typing import Any
 
 from gemgym.episodes.engine import Engine, EnvSource, EpisodeSpec
 from gemgym.episodes.outcomes import episode_seed
+from gemgym.episodes.policy import BatchPolicy
 from gemgym.episodes.record import Episode, encode_value
 from gemgym.errors import ConfigError
 from gemgym.evaluation.agents import EvalAgent
@@ -149,12 +150,16 @@ def record_status(ep: Episode) -> str:
 class Runner:
     """Plays tasks with an agent, appending one record per episode to a :class:`RunDir`.
 
+    ``agent``: an :class:`~gemgym.evaluation.agents.EvalAgent` (a policy that answers one turn
+    at a time: :class:`~gemgym.evaluation.ChatAgent`, :class:`~gemgym.evaluation.BackendAgent`)
+    or a batch policy of the engine (:class:`gemgym.agents.RandomAgent`,
+    :class:`gemgym.agents.OracleAgent`).
     ``on_record(record)`` is called after each record is written (progress display). ``envs``:
     one made env per env name (from :func:`plan_tasks`), played first (copies are made with
     ``spawn``-free factories as more are needed).
     """
 
-    agent: EvalAgent
+    agent: EvalAgent | BatchPolicy
     config: EvalConfig
     run_dir: RunDir
     on_record: Callable[[dict[str, Any]], None] | None = None
