@@ -69,6 +69,33 @@ def llm_server() -> Iterator[str]:
     server.server_close()
 
 
+def test_one_random_and_oracle_pair_for_every_front_end() -> None:
+    """``gemgym.evaluation`` exports ``gemgym.agents``' classes; as the engine's batch policies
+    (how rollout, ``gemgym run`` and ``gemgym eval`` play them) they count no model request,
+    and as agents over a vector env they play the same moves."""
+    import gemgym.evaluation as evaluation
+    import gemgym.evaluation.agents as eval_agents
+    from gemgym.vector import make_vec
+
+    assert evaluation.RandomAgent is RandomAgent and evaluation.OracleAgent is OracleAgent
+    assert not hasattr(eval_agents, "RandomAgent") and not hasattr(eval_agents, "OracleAgent")
+    (ep,) = gemgym.rollout("game:GuessTheNumber-v0-hard", OracleAgent(), episodes=1, seed=3)
+    assert ep.success and ep.usage.get("requests", 0) == 0
+    venv = make_vec("game:GuessTheNumber-v0-hard", num_envs=1, autoreset_mode="disabled")
+    try:
+        obs, _ = venv.reset(seed=3)
+        moves = []
+        done = False
+        while not done:
+            (action,) = OracleAgent().act(list(obs), slots=[0], venv=venv)
+            moves.append(action)
+            obs, _, term, trunc, _ = venv.step([action])
+            done = bool(term[0] or trunc[0])
+    finally:
+        venv.close()
+    assert moves == [t.action for t in ep.turns]
+
+
 def test_random_and_oracle_agents() -> None:
     oracle = summarize(
         list(gemgym.rollout("game:GuessTheNumber-v0-hard", OracleAgent(), episodes=100, seed=0))
