@@ -90,12 +90,12 @@ def test_tictactoe_rules() -> None:
     g = TicTacToe()
     g.new_game(random.Random(0))
     for agent, cell in [("player_0", 1), ("player_1", 4), ("player_0", 2), ("player_1", 5)]:
-        g.play(agent, f"I pick \\boxed{{{cell}}}")
+        g.play_move(agent, f"I pick \\boxed{{{cell}}}")
     with pytest.raises(InvalidMove, match="taken"):
-        g.play("player_0", "\\boxed{4}")
+        g.play_move("player_0", "\\boxed{4}")
     with pytest.raises(InvalidMove, match="1 to 9"):
-        g.play("player_0", "\\boxed{10}")
-    g.play("player_0", "\\boxed{3}")
+        g.play_move("player_0", "\\boxed{10}")
+    g.play_move("player_0", "\\boxed{3}")
     assert g.is_over() and g.returns() == {"player_0": 1.0, "player_1": -1.0}
     assert "You won" in g.observe("player_0")
 
@@ -106,10 +106,10 @@ def test_kuhn_payoffs_and_hidden_cards() -> None:
     g.cards = ("K", "J")
     assert "Your card: King" in g.observe("player_0")
     assert "Your card: Jack" in g.observe("player_1") and "held" not in g.observe("player_1")
-    g.play("player_0", "\\boxed{bet}")
+    g.play_move("player_0", "\\boxed{bet}")
     with pytest.raises(InvalidMove, match="call"):
-        g.play("player_1", "\\boxed{check}")
-    g.play("player_1", "\\boxed{CALL}")
+        g.play_move("player_1", "\\boxed{check}")
+    g.play_move("player_1", "\\boxed{CALL}")
     assert g.returns() == {"player_0": 2.0, "player_1": -2.0}
     assert "opponent held the Jack" in g.observe("player_0")  # cards are shown at the end
 
@@ -128,16 +128,16 @@ def test_negotiation_deal_and_no_deal() -> None:
     g = Negotiation(max_turns=2)
     g.new_game(random.Random(3))
     with pytest.raises(InvalidMove, match="no proposal"):
-        g.play("player_0", "\\boxed{accept}")
+        g.play_move("player_0", "\\boxed{accept}")
     with pytest.raises(InvalidMove, match="pool has only"):
-        g.play("player_0", "\\boxed{propose 9 9 9}")
+        g.play_move("player_0", "\\boxed{propose 9 9 9}")
     keep = g.counts
-    g.play("player_0", f"\\boxed{{propose {keep[0]} {keep[1]} {keep[2]}}}")
-    g.play("player_1", "\\boxed{accept}")
+    g.play_move("player_0", f"\\boxed{{propose {keep[0]} {keep[1]} {keep[2]}}}")
+    g.play_move("player_1", "\\boxed{accept}")
     assert g.returns() == {"player_0": 1.0, "player_1": 0.0}
     g.new_game(random.Random(4))
-    g.play("player_0", "\\boxed{propose 0 0 0}")
-    g.play("player_1", "\\boxed{propose 0 0 0}")
+    g.play_move("player_0", "\\boxed{propose 0 0 0}")
+    g.play_move("player_1", "\\boxed{propose 0 0 0}")
     assert g.is_over() and g.returns() == {"player_0": 0.0, "player_1": 0.0}
     with pytest.raises(ConfigError):
         Negotiation(max_turns=1)
@@ -176,6 +176,21 @@ def test_match_rejects_bad_settings() -> None:
         ma.make("ma:TicTacToe-v0", game_kwargs={"size": 4})
     with pytest.raises(ConfigError, match="single-agent"):
         ma.make("game:GuessTheNumber-v0-easy")
+
+
+def test_a_game_that_defines_the_old_play_hook_still_plays_and_is_told_the_new_name() -> None:
+    with pytest.warns(DeprecationWarning, match="now play_move"):
+
+        class OldTicTacToe(TicTacToe):
+            def play(self, agent: str, action: str) -> None:  # the hook's old name
+                TicTacToe.play_move(self, agent, action)
+
+    match = Match(OldTicTacToe())
+    match.reset(random.Random(0))
+    rewards, error = match.play_move("player_0", "\\boxed{5}")
+    assert error is None and rewards == {"player_0": 0.0, "player_1": 0.0}
+    rewards, error = match.play_move("player_1", "\\boxed{5}")
+    assert error is not None and "taken" in error and rewards["player_1"] < 0
 
 
 def test_games_run_without_pettingzoo() -> None:

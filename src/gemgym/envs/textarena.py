@@ -188,7 +188,7 @@ class TextArenaGame(TextGame):
             text += f"\n\n[GAME] The game is over: {self._reason} Your reward: {r:g}."
         return text
 
-    def play(self, agent: str, action: str) -> None:
+    def play_move(self, agent: str, action: str) -> None:
         if len(action) > MAX_ACTION_CHARS:  # TextArena's parsers are quadratic (or worse) in it
             raise InvalidMove(
                 f"your reply has {len(action)} characters; a move has at most "

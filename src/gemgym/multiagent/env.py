@@ -258,7 +258,7 @@ class TextAECEnv(_Base, _AECBase):
         if not self.agents:
             raise ResetNeeded("the game is over and every seat is done; call reset()")
         self._cumulative_rewards[agent] = 0.0
-        rewards, _ = self.match.play(agent, action)
+        rewards, _ = self.match.play_move(agent, action)
         self.rewards = {a: rewards[a] for a in self.agents}
         for a in self.agents:
             self._cumulative_rewards[a] += self.rewards[a]
@@ -336,7 +336,7 @@ class TextParallelEnv(_Base, _ParallelBase):
         for agent in self.match.acting():
             if self.match.over:
                 break
-            got, _ = self.match.play(agent, actions.get(agent))
+            got, _ = self.match.play_move(agent, actions.get(agent))
             for a in live:
                 rewards[a] += got[a]
         over = self.match.over

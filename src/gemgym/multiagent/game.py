@@ -17,6 +17,7 @@ non-text actions), and the reason shown is cut to :data:`MAX_ERROR_CHARS` charac
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -31,7 +32,7 @@ quote a huge move, are cut to an :func:`~gemgym.core.excerpt`)."""
 
 
 class InvalidMove(Exception):
-    """Raised by :meth:`TextGame.play` for a move the rules reject; the message is shown to the
+    """Raised by :meth:`TextGame.play_move` for a move the rules reject; the message is shown to the
     seat that played it (so it says what a valid move looks like)."""
 
 
@@ -39,8 +40,10 @@ class TextGame:
     """Rules and state of one text game (see the module docstring).
 
     Subclasses set :attr:`possible_agents` (in the constructor or as a class attribute) and
-    implement :meth:`new_game`, :meth:`acting`, :meth:`observe`, :meth:`play`, :meth:`returns`,
-    :meth:`forfeit`, :meth:`legal_actions` and :meth:`expert_action`.
+    implement :meth:`new_game`, :meth:`acting`, :meth:`observe`, :meth:`play_move`,
+    :meth:`returns`, :meth:`forfeit`, :meth:`legal_actions` and :meth:`expert_action`.
+    (``play_move`` was called ``play``: a subclass that still defines ``play`` keeps working,
+    with a :class:`DeprecationWarning` when it is defined.)
 
     Turn-based games have one seat in :meth:`acting`; simultaneous games list every seat that
     still has to move this round and resolve the round when the last one has played.
@@ -50,6 +53,18 @@ class TextGame:
     simultaneous: ClassVar[bool] = False
     """Whether several seats act at once (a round resolves when all of :meth:`acting` played)."""
     rng: random.Random
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        old = cls.__dict__.get("play")
+        if callable(old) and "play_move" not in cls.__dict__:  # the hook's old name
+            warnings.warn(
+                f"{cls.__qualname__}.play: the move hook of TextGame is now play_move; rename "
+                "the method (play is read as play_move for now)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.play_move = old  # type: ignore[method-assign]
 
     def new_game(self, rng: random.Random) -> None:
         """Start a game; ``rng`` is the env's seeded generator (keep it for chance and experts)."""
@@ -67,7 +82,7 @@ class TextGame:
         """What ``agent`` sees now (rules, board, the last moves, its private information)."""
         raise NotImplementedError
 
-    def play(self, agent: str, action: str) -> None:
+    def play_move(self, agent: str, action: str) -> None:
         """Apply ``agent``'s move; raise :class:`InvalidMove` (with what is wrong) to reject it."""
         raise NotImplementedError
 
@@ -163,8 +178,9 @@ class Match:
             )
         return text
 
-    def play(self, agent: str, action: Any) -> tuple[dict[str, float], str | None]:
-        """Play ``agent``'s move: ``(rewards of this move per seat, error or None)``.
+    def play_move(self, agent: str, action: Any) -> tuple[dict[str, float], str | None]:
+        """Play ``agent``'s move under the shared rules: ``(rewards of this move per seat, error
+        or None)``.
 
         The rewards hold the invalid-move penalty and, when this move ended the game, every seat's
         payoff (:meth:`TextGame.returns`).
@@ -177,7 +193,7 @@ class Match:
             error = f"a move is text, got {type(action).__name__}"
         else:
             try:
-                self.game.play(agent, action)
+                self.game.play_move(agent, action)
             except InvalidMove as e:  # the message may quote the move: echo a bounded excerpt
                 error = excerpt(str(e), MAX_ERROR_CHARS) or "that move is not allowed"
         self.moves += 1

@@ -238,7 +238,7 @@ class SelfPlayEnv(Env[str, str]):
             for seat in self.match.acting():
                 if self.match.over:
                     break
-                rewards, _ = self.match.play(seat, self._opponent_action(seat))
+                rewards, _ = self.match.play_move(seat, self._opponent_action(seat))
                 earned += rewards[self.learner]
         return earned
 
@@ -271,7 +271,7 @@ class SelfPlayEnv(Env[str, str]):
             return self.match.observe(self.learner), self._pending, True, False, self._info()
         if not self._started or self.match.over:
             raise ResetNeeded("call reset() before step() (and after the game ends)")
-        rewards, _ = self.match.play(self.learner, action)
+        rewards, _ = self.match.play_move(self.learner, action)
         reward = rewards[self.learner] + self._run_opponents() + self._pending
         self._pending = 0.0
         return self.match.observe(self.learner), reward, self.match.over, False, self._info()

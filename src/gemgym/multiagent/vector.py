@@ -128,7 +128,7 @@ class SeatVectorEnv:
             for seat in m.acting():
                 if m.over:
                     break
-                got, _ = m.play(seat, actions.get(self.slot(g, seat)))
+                got, _ = m.play_move(seat, actions.get(self.slot(g, seat)))
                 for s, name in enumerate(self.seats):
                     rewards[g * p + s] += got[name]
             over = m.over

@@ -106,7 +106,7 @@ class KuhnPoker(TextGame):
             lines.append(f"Your move: {options}.")
         return "\n".join(lines)
 
-    def play(self, agent: str, action: str) -> None:
+    def play_move(self, agent: str, action: str) -> None:
         move = last_boxed(action)
         if move is None:
             raise InvalidMove(

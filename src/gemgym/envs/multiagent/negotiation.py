@@ -147,7 +147,7 @@ class Negotiation(TextGame):
             lines.append(f"Your turn ({self.max_turns - self.turn} turns left).")
         return "\n".join(lines)
 
-    def play(self, agent: str, action: str) -> None:
+    def play_move(self, agent: str, action: str) -> None:
         move = last_boxed(action)
         if move is None:
             raise InvalidMove("answer with \\boxed{propose B H L} or \\boxed{accept}")

@@ -111,7 +111,7 @@ class TicTacToe(TextGame):
         r = self.returns()[agent]
         return "You won." if r > 0 else "You lost." if r < 0 else "It is a draw."
 
-    def play(self, agent: str, action: str) -> None:
+    def play_move(self, agent: str, action: str) -> None:
         move = last_boxed(action)
         if move is None:
             raise InvalidMove("give the cell as \\boxed{N} with N from 1 to 9")
