@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 
 from gemgym.cli import build_parser
 from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, read_shared
 from gemgym.options import DeprecatedOptionWarning, Option
+from helpers.extras import skip_without
+from helpers.net import free_port
 
 COMMANDS = ("run", "eval", "train", "serve")
 ENV_ID = "game:GuessTheNumber-v0-easy"
@@ -151,3 +154,50 @@ def test_library_errors_name_parameters_and_eval_shows_its_flags(
     status = main(["eval", ENV_ID, "--agent", "random", "--n", "0", "--quiet"])
     assert status == 2
     assert "gemgym: error: n (--n) must be at least 1, got 0" in capsys.readouterr().err
+
+
+@skip_without("openai")  # the chat agent's HTTP client
+def test_the_chat_agents_errors_name_parameters_and_run_and_eval_show_their_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from gemgym.cli import main
+    from gemgym.errors import ConfigError, ModelUnavailableError
+    from gemgym.evaluation.agents import ChatAgent
+
+    with pytest.raises(ConfigError) as missing:
+        ChatAgent("m", "")
+    assert "base_url" in str(missing.value) and "--" not in str(missing.value)
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    agent = ChatAgent("m", url)
+    try:
+        with pytest.raises(ModelUnavailableError) as down:
+            asyncio.run(agent.probe())
+    finally:
+        asyncio.run(agent.aclose())
+    assert "is base_url right?" in str(down.value) and "--" not in str(down.value)
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert main(["run", ENV_ID, "--agent", "openai", "--model", "m", "--quiet"]) == 2
+    assert "needs base_url (--base-url)" in capsys.readouterr().err
+    argv = ["--model", "m", "--base-url", url, "--quiet"]
+    assert main(["run", ENV_ID, "--agent", "openai", *argv]) == 2
+    assert "is base_url (--base-url) right?" in capsys.readouterr().err
+    assert main(["eval", ENV_ID, *argv, "--out", str(tmp_path / "run")]) == 2
+    assert "is base_url (--base-url) right?" in capsys.readouterr().err
+
+
+def test_a_suites_error_names_the_parameter_and_eval_shows_its_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gemgym.cli import main
+    from gemgym.errors import ConfigError
+    from gemgym.evaluation.suites import resolve
+
+    with pytest.raises(ConfigError) as info:
+        resolve(["eval:HotpotQA+search"])[0].make()
+    assert "as search_url" in str(info.value) and "--" not in str(info.value)
+    argv = ["eval", "eval:HotpotQA+search", "--agent", "random", "--out", str(tmp_path / "run")]
+    assert main([*argv, "--quiet"]) == 2
+    assert "pass its URL as search_url (--search-url)" in capsys.readouterr().err

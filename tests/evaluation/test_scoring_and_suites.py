@@ -88,7 +88,7 @@ def test_suites_ids_globs_and_tools() -> None:
         resolve(["nothing:*"])
     with pytest.raises(ConfigError, match="unknown tool"):
         resolve(["eval:AIME24+calculator"])
-    with pytest.raises(ConfigError, match="--search-url"):
+    with pytest.raises(ConfigError, match="pass its URL as search_url"):
         resolve(["eval:HotpotQA+search"])[0].make()
 
 

@@ -327,7 +327,9 @@ def test_a_task_without_a_reference_solution_plays_and_grades(tmp_path: Path) ->
         _, reward, terminated, _, info = env.step("done")
         assert terminated and reward == 1.0 and info["tests_passed"] == 2
         env.reset(seed=0)
-        with pytest.raises(NotImplementedError, match=r"no reference solution.*--agent oracle"):
+        with pytest.raises(
+            NotImplementedError, match=r"no reference solution.*expert \(OracleAgent\)"
+        ):
             env.expert_action()
     finally:
         env.close()

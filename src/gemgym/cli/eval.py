@@ -32,6 +32,7 @@ from gemgym.cli.shared import (
     EPISODES,
     MODEL_SERVER,
     add_shared,
+    agent_message,
     names_as_flags,
     read_shared,
 )
@@ -51,6 +52,16 @@ EVAL_CONFIG_FLAGS = {
     "concurrency": "--concurrency",
     "max_turns": "--max-turns",
 }
+
+EVAL_FLAGS = {"tokenizer": "--tokenizer", "search_url": "--search-url"}
+"""Parameters of eval's own agents and envs that their messages name, and this command's flags
+for them (besides the model server's, :func:`gemgym.cli.shared.agent_message`)."""
+
+
+def _flags(message: str) -> str:
+    """A library message with the parameters it names shown with this command's flags."""
+    return agent_message(message, EVAL_FLAGS)
+
 
 # the fields of run.json that decide which episodes a run plays (a resumed run must match)
 RESUME_FIELDS = ("envs", "n", "tasks", "limit", "seed", "max_turns", "env_kwargs", "agent", "model")
@@ -217,6 +228,13 @@ def _compare(rest: list[str]) -> int:
 
 
 def _build_agent(args: argparse.Namespace) -> Any:
+    try:
+        return _make_agent(args)
+    except ConfigError as e:  # the library names its parameters; show the flags
+        raise ConfigError(_flags(str(e))) from None
+
+
+def _make_agent(args: argparse.Namespace) -> Any:
     from gemgym.evaluation import agents
 
     if args.agent in ("random", "oracle"):
@@ -379,7 +397,10 @@ def _evaluate(args: argparse.Namespace) -> int:
             )
         run_dir.compact()  # one line per episode, before more are appended
         done = run_dir.read_records()
-    tasks, made = plan_tasks(envs, config)
+    try:
+        tasks, made = plan_tasks(envs, config)  # makes one env of each
+    except ConfigError as e:
+        raise ConfigError(_flags(str(e))) from None
     if args.agent == "oracle":
         _check_experts(made)
     todo = pending(tasks, done, args.max_attempts)
@@ -424,7 +445,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         status = "interrupted"
     except ModelUnavailableError as e:  # the model server stopped answering: stop, keep all
-        status, stopped = "stopped", str(e)
+        status, stopped = "stopped", _flags(str(e))
     finally:
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         runner.close()
@@ -501,9 +522,12 @@ def _probe(agent: Any, console: Any) -> None:
     probe = getattr(agent, "probe", None)
     if probe is None:
         return
-    warning = asyncio.run(probe())
+    try:
+        warning = asyncio.run(probe())
+    except ModelUnavailableError as e:
+        raise ModelUnavailableError(_flags(str(e))) from None
     if warning:
-        console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+        console.print(f"warning: {_flags(warning)}", markup=False, soft_wrap=True)
 
 
 def _print_problems(result: dict[str, Any], console: Any) -> None:
@@ -522,7 +546,7 @@ def _print_problems(result: dict[str, Any], console: Any) -> None:
         first = run["warning_examples"][0]
         console.print(
             f"warning: {overall['warnings']} replies had no text. The first, {first['env']} "
-            f"task {first['task']}: {first['warning']}",
+            f"task {first['task']}: {_flags(first['warning'])}",
             markup=False,
             soft_wrap=True,
         )

@@ -21,7 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, add_shared, read_shared
+from gemgym.cli.shared import (
+    ENV,
+    EPISODES,
+    MODEL_SERVER,
+    add_shared,
+    agent_message,
+    read_shared,
+)
 from gemgym.errors import ConfigError
 from gemgym.options import Option
 
@@ -77,18 +84,21 @@ def _build_agent(args: argparse.Namespace) -> Any:
     if not args.model:
         raise ConfigError("--agent openai needs --model (and usually --base-url)")
     base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or ""
-    return ChatAgent(
-        args.model,
-        base_url,
-        api_key=os.environ.get(args.api_key_env) or "EMPTY",
-        system_prompt=args.system_prompt,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        backoff=args.retry_backoff,
-    )
+    try:
+        return ChatAgent(
+            args.model,
+            base_url,
+            api_key=os.environ.get(args.api_key_env) or "EMPTY",
+            system_prompt=args.system_prompt,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            seed=args.seed,
+            timeout=args.timeout,
+            max_retries=args.max_retries,
+            backoff=args.retry_backoff,
+        )
+    except ConfigError as e:  # the library names its parameters; show the flags
+        raise ConfigError(agent_message(str(e))) from None
 
 
 def _check_oracle(env_id: str, env_kwargs: dict[str, Any], seed: int) -> None:
@@ -179,9 +189,12 @@ def run(args: argparse.Namespace) -> int:
     if args.agent == "openai" and not args.probe:
         agent.probed = True  # the engine's open_run would probe it otherwise
     elif args.agent == "openai":
-        warning = asyncio.run(agent.probe())
+        try:
+            warning = asyncio.run(agent.probe())
+        except ModelUnavailableError as e:
+            raise ModelUnavailableError(agent_message(str(e))) from None
         if warning:
-            console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+            console.print(f"warning: {agent_message(warning)}", markup=False, soft_wrap=True)
     done = _previous(out, args.env_id, args.seed, args.episodes) if out and args.resume else {}
     todo = [k for k in range(args.episodes) if k not in done or done[k].failed]
     if done and not args.quiet:
@@ -227,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
                     for _ in episodes():
                         pass
             except ModelUnavailableError as e:  # the circuit breaker: the server is gone
-                stopped = str(e)
+                stopped = agent_message(str(e))
     finally:
         engine.close()
         _close(agent)
@@ -248,11 +261,14 @@ def run(args: argparse.Namespace) -> int:
     failed = [everything[k] for k in sorted(everything) if everything[k].failed]
     if failed:  # scored as failures above; the command still says the run is not clean
         first = failed[0]
+        error = first.error or ""
+        if first.error_stage == "model":  # the agent's message: its parameters as flags
+            error = agent_message(error)
         console.print(
             f"error: {len(failed)} of {len(everything)} episodes failed (counted as "
             f"unsuccessful); the first, episode {first.index}, at {first.error_stage}: "
-            f"{first.error}" + (f"; play them again with --resume --out {args.out}"
-                                if args.out else ""),
+            f"{error}" + (f"; play them again with --resume --out {args.out}"
+                          if args.out else ""),
             markup=False,
             soft_wrap=True,
         )  # fmt: skip
@@ -261,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
     if warned:
         console.print(
             f"warning: {sum(len(e.warnings) for e in warned)} replies had no text; the first: "
-            f"{warned[0].warnings[0]}",
+            f"{agent_message(warned[0].warnings[0])}",
             markup=False,
             soft_wrap=True,
         )

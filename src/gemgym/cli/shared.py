@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -36,6 +36,7 @@ from gemgym.options import (
 )
 
 __all__ = [
+    "AGENT_PARAMETERS",
     "ENV",
     "EPISODES",
     "MODEL_SERVER",
@@ -44,6 +45,7 @@ __all__ = [
     "EpisodeOptions",
     "ModelServerOptions",
     "add_shared",
+    "agent_message",
     "cli_message",
     "names_as_flags",
     "parse_env_kwargs",
@@ -206,17 +208,49 @@ def read_shared(args: argparse.Namespace, *groups: Sequence[Option]) -> None:
                 setattr(args, opt.name, getattr(values, opt.name))
 
 
-def cli_message(message: str, options: Sequence[Option]) -> str:
+def cli_message(
+    message: str, options: Sequence[Option], more: Mapping[str, str] | None = None
+) -> str:
     """A library error's message with the parameters it names (``max_turns``) shown with
-    their flags (``max_turns (--max-turns)``)."""
-    return flags_in_message(message, options, bare=True)
+    their flags (``max_turns (--max-turns)``): the names of ``options`` and of ``more``
+    (``{"tokenizer": "--tokenizer"}``). Each is shown with its flag once, where the message
+    names it last (a library message ends with what to change), so that a word of text the
+    message quotes (a server's answer) is left as it is."""
+    flags = {opt.name: opt.flag for opt in options if not opt.meta.positional}
+    flags.update(more or {})
+    return names_as_flags(message, flags, last=True)
 
 
-def names_as_flags(message: str, flags: dict[str, str]) -> str:
+def names_as_flags(message: str, flags: Mapping[str, str], *, last: bool = False) -> str:
     """``message`` with each parameter name of ``flags`` it holds (a whole word) shown with its
-    flag: ``n must be ...`` -> ``n (--n) must be ...``."""
+    flag: ``n must be ...`` -> ``n (--n) must be ...``; with ``last``, only the last place it
+    names each."""
     if not flags:
         return message
     names = sorted(flags, key=len, reverse=True)
     pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
-    return pattern.sub(lambda m: f"{m.group(1)} ({flags[m.group(1)]})", message)
+    found = list(pattern.finditer(message))
+    if last:
+        found = list({m.group(1): m for m in found}.values())
+        found.sort(key=lambda m: m.start())
+    out, at = [], 0
+    for m in found:
+        out += [message[at : m.end()], f" ({flags[m.group(1)]})"]
+        at = m.end()
+    return "".join([*out, message[at:]])
+
+
+AGENT_PARAMETERS = ("base_url", "timeout", "max_tokens", "concurrency")
+"""The parameters the messages of the model server's agent name (besides ``api_key``), whose
+flags the commands show with them (not ``model``: the word means the model too, as in "model
+requests")."""
+
+
+def agent_message(message: str, more: Mapping[str, str] | None = None) -> str:
+    """A message of the model server's agent (:class:`~gemgym.evaluation.agents.ChatAgent`:
+    an error, a reply's warning, why a run stopped) with the parameters it names shown with
+    their flags (``api_key``: the variable ``--api-key-env`` names)."""
+    options = [o for o in (*MODEL_SERVER, *EPISODES) if o.name in AGENT_PARAMETERS]
+    key = next(o for o in MODEL_SERVER if o.name == "api_key_env")
+    extra = {"api_key": f"read from the variable {key.flag} names", **(more or {})}
+    return cli_message(message, options, extra)

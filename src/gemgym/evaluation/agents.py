@@ -171,9 +171,9 @@ def _reply_warning(message: Mapping[str, Any], finish: Any, text: str) -> str | 
     if finish == "length":
         why += "; finish_reason length: the reply was cut by max_tokens before any answer"
     hint = (
-        "raise max_tokens (--max-tokens) or turn the model's thinking off"
+        "raise max_tokens or turn thinking off"
         if finish == "length" or reasoning
-        else "check the model's chat template"
+        else "check the server's chat template"
     )
     return f"a reply with no text ({why}); the empty text was played (scored); {hint}"
 
@@ -232,9 +232,9 @@ class ChatAgent:
         breaker_threshold: int | None = 5,
     ) -> None:
         if not model:
-            raise ConfigError("the openai agent needs a model name (--model)")
+            raise ConfigError("ChatAgent needs a model name the server serves (model)")
         if not base_url:
-            raise ConfigError("the openai agent needs the server's URL (--base-url .../v1)")
+            raise ConfigError("ChatAgent needs base_url, the server's URL (it ends in /v1)")
         if timeout <= 0:
             raise ConfigError(f"timeout must be > 0, got {timeout}")
         # full jitter: retry k waits uniformly up to min(max_backoff, backoff * 2**k)
@@ -303,12 +303,11 @@ class ChatAgent:
                 elif e.seconds is not None:
                     raise ModelUnavailableError(
                         f"cannot reach {where}: no connection within {e.seconds:g} s; is it "
-                        "running, and is base_url (--base-url) right?"
+                        "running, and is base_url right?"
                     ) from None
                 else:
                     raise ModelUnavailableError(
-                        f"cannot reach {where} ({e.detail}); is it running, and is base_url "
-                        "(--base-url) right?"
+                        f"cannot reach {where} ({e.detail}); is it running, and is base_url right?"
                     ) from None
         finally:
             await http.aclose()
@@ -321,8 +320,7 @@ class ChatAgent:
         if status in (401, 403):
             raise ModelUnavailableError(
                 f"{where} refused the API key (HTTP {status}: {_detail(raw)}); pass the right "
-                "api_key (the CLI reads it from the variable --api-key-env names, "
-                "default OPENAI_API_KEY)"
+                "api_key"
             )
         if status != 200:
             return None
@@ -350,8 +348,8 @@ class ChatAgent:
             served = f"; it serves: {', '.join(listed[:10])}" if listed else ""
             raise ModelUnavailableError(
                 f"the LLM server at {self.base_url} does not serve model {self.model!r} "
-                f"(HTTP {status}: {detail}){served}; check model (--model) and base_url "
-                "(--base-url, which usually ends in /v1)"
+                f"(HTTP {status}: {detail}){served}; check model and base_url, which usually "
+                "ends in /v1"
             )
 
     # -- turns -------------------------------------------------------------------------------
@@ -399,8 +397,7 @@ class ChatAgent:
                     continue
                 if status in (401, 403, 404):  # a refused key, an unknown model: no turn works
                     raise ModelUnavailableError(
-                        f"{last} (from {self.base_url}); check the API key, model (--model) and "
-                        "base_url (--base-url)"
+                        f"{last} (from {self.base_url}); check api_key, model and base_url"
                     )
                 break
             try:
@@ -431,13 +428,11 @@ class ChatAgent:
         if e.kind == "timeout":
             return (
                 f"{where} did not answer within {self.timeout:g} s (it is reachable but slow or "
-                "hung; raise timeout (--timeout) or lower the concurrency (--concurrency))"
+                "hung; raise timeout or lower concurrency)"
             )
         if e.kind == "connect":
             why = f"no connection within {e.seconds:g} s" if e.seconds is not None else e.detail
-            return (
-                f"cannot reach {where} ({why}); is it running, and is base_url (--base-url) right?"
-            )
+            return f"cannot reach {where} ({why}); is it running, and is base_url right?"
         return f"{where} broke the connection mid-answer ({e.detail}); it may have crashed or restarted"
 
     async def aclose(self) -> None:
@@ -477,8 +472,8 @@ class BackendAgent:
             self.tokenizer = tokenizer or getattr(backend, "tokenizer", None)
             if self.tokenizer is None:
                 raise ConfigError(
-                    f"the {backend.name} backend takes token ids: pass its tokenizer "
-                    "(--tokenizer) so the conversation can be rendered"
+                    f"the {backend.name} backend takes token ids: pass its tokenizer (tokenizer) "
+                    "so the conversation can be rendered"
                 )
         self.name = f"backend:{backend.name}"
 

@@ -73,7 +73,7 @@ class EvalEnv:
             if not search_url:
                 raise ConfigError(
                     f"{self.name} needs a search server: start one with `gemgym serve-retriever` "
-                    "and pass its URL with --search-url"
+                    "and pass its URL as search_url"
                 )
             from gemgym.tools import SearchTool
             from gemgym.wrappers import ToolEnvWrapper

@@ -105,7 +105,7 @@ class TerminalTask:
         if found is None:
             raise NotImplementedError(
                 f"task {self.name!r} has no reference solution (solution/solve.sh), so the "
-                "expert (--agent oracle) cannot play it; any other agent can"
+                "expert (OracleAgent) cannot play it; any other agent can"
             )
         return found
 
