@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemgym.cli import build_parser
-from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, read_shared
+from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, OUTPUT, read_shared
 from gemgym.options import DeprecatedOptionWarning, Option
 from helpers.extras import skip_without
 from helpers.net import free_port
@@ -20,11 +20,12 @@ from helpers.net import free_port
 COMMANDS = ("run", "eval", "train", "serve")
 ENV_ID = "game:GuessTheNumber-v0-easy"
 
-# which shared options each command takes (train keeps the seed in its run.seed)
+# which shared options each command takes (train keeps the seed in its run.seed and the output
+# folder in its run.out_dir; eval plays --tasks x --n episodes, not --episodes)
 TAKES: dict[str, tuple[Option, ...]] = {
-    "run": (*ENV, *EPISODES, *MODEL_SERVER),
-    "eval": (*ENV, *EPISODES, *MODEL_SERVER),
-    "train": (*ENV, *(o for o in EPISODES if o.name == "seed")),
+    "run": (*ENV, *EPISODES, *MODEL_SERVER, *OUTPUT),
+    "eval": (*ENV, *(o for o in EPISODES if o.name != "episodes"), *MODEL_SERVER, *OUTPUT),
+    "train": (*ENV, *(o for o in EPISODES if o.name == "seed"), *OUTPUT),
     "serve": tuple(ENV),
 }
 
@@ -59,7 +60,7 @@ def test_the_shared_options_read_the_same_in_every_commands_help(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     helps = {c: _help_entries(c, monkeypatch) for c in COMMANDS}
-    for opt in (*ENV, *EPISODES, *MODEL_SERVER):
+    for opt in (*ENV, *EPISODES, *MODEL_SERVER, *OUTPUT):
         takers = [c for c in COMMANDS if opt in TAKES[c]]
         assert takers, opt.flag
         entries = {c: helps[c].get(opt.flag) for c in takers}
@@ -69,10 +70,42 @@ def test_the_shared_options_read_the_same_in_every_commands_help(
         assert opt.meta.help.split()[0] in first
     # the request timeout: one default everywhere
     assert "(default 120.0)" in helps["run"]["--timeout"] == helps["eval"]["--timeout"]
+    # the output: one --out, whose help says what each command writes there, with train's
+    # default (its config's) and run's default of 100 episodes
+    from gemgym.cli.train import config_from_args
+
+    out_dir = config_from_args(_parse("train", ENV_ID, "--updates", "1")).run.out_dir
+    assert f"train: the run folder (default {out_dir})" in helps["train"]["--out"]
+    assert (
+        "run: a JSONL file" in helps["run"]["--out"]
+        and "eval: the run folder" in helps["eval"]["--out"]
+    )
+    assert "(default 100)" in helps["run"]["--episodes"]
     # and the commands that do not take a group do not spell its flags another way
     for command in ("train", "serve"):
         assert "--max-steps" not in helps[command] and "--max-turns" not in helps[command]
         assert "--base-url" not in helps[command] and "--timeout" not in helps[command]
+    for command in ("eval", "train", "serve"):
+        assert "--episodes" not in helps[command]
+    assert "--out" not in helps["serve"]
+
+
+def test_the_shared_output_and_episode_count_reach_each_command() -> None:
+    from gemgym.cli.train import config_from_args
+
+    args = _parse("run", ENV_ID, "--episodes", "7", "--out", "t.jsonl")
+    read_shared(args, ENV, EPISODES, MODEL_SERVER, OUTPUT)
+    assert (args.episodes, args.out) == (7, "t.jsonl")
+    args = _parse("run", ENV_ID)
+    read_shared(args, ENV, EPISODES, MODEL_SERVER, OUTPUT)
+    assert (args.episodes, args.out) == (100, None)
+    args = _parse("eval", ENV_ID, "--out", "runs/a")
+    read_shared(args, OUTPUT)
+    assert args.out == "runs/a"
+    with pytest.raises(SystemExit):  # eval's episodes are --tasks x --n
+        _parse("eval", ENV_ID, "--episodes", "3")
+    config = config_from_args(_parse("train", ENV_ID, "--updates", "1", "--out", "runs/b"))
+    assert config.run.out_dir == "runs/b"
 
 
 def _parse(command: str, *argv: str) -> argparse.Namespace:
@@ -134,6 +167,9 @@ def test_shared_values_are_checked_where_they_are_declared() -> None:
 
     args = _parse("run", ENV_ID, "--max-turns", "0")
     with pytest.raises(ConfigError, match=r"^--max-turns must be >= 1, got 0$"):
+        read_shared(args, ENV, EPISODES, MODEL_SERVER)
+    args = _parse("run", ENV_ID, "--episodes", "0")
+    with pytest.raises(ConfigError, match=r"^--episodes must be >= 1, got 0$"):
         read_shared(args, ENV, EPISODES, MODEL_SERVER)
     args = _parse("eval", ENV_ID, "--timeout", "0")
     with pytest.raises(ConfigError, match=r"^--timeout must be > 0, got 0\.0$"):

@@ -86,6 +86,9 @@ class OptionMeta:
     ``--env-kwarg K=V`` with a ``parse`` that gives ``{K: V}``)."""
     aliases: tuple[str, ...] = ()
     """Other spellings of the flag, with the same meaning, accepted without a warning."""
+    help_names_default: bool = False
+    """The help says the default itself (a shared option whose default each command sets:
+    ``--out``), so none is appended to it."""
 
 
 def option(
@@ -101,6 +104,7 @@ def option(
     positional: bool = False,
     repeat: bool = False,
     aliases: tuple[str, ...] = (),
+    help_names_default: bool = False,
 ) -> Any:
     """A dataclass field of a section, with its help and flag (see :class:`OptionMeta`)."""
     meta = {
@@ -114,6 +118,7 @@ def option(
             positional=positional,
             repeat=repeat,
             aliases=aliases,
+            help_names_default=help_names_default,
         )
     }
     if default_factory is not None:
@@ -341,7 +346,7 @@ def add_option_groups(
 
 def _add_option(group: Any, opt: Option) -> None:
     meta = opt.meta
-    help_text = meta.help + _default_text(opt)
+    help_text = meta.help if meta.help_names_default else meta.help + _default_text(opt)
     base = opt.base_type
     kwargs: dict[str, Any] = {"default": argparse.SUPPRESS}
     if meta.positional:

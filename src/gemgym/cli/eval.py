@@ -31,6 +31,7 @@ from gemgym.cli.shared import (
     ENV,
     EPISODES,
     MODEL_SERVER,
+    OUTPUT,
     add_shared,
     agent_message,
     names_as_flags,
@@ -39,7 +40,8 @@ from gemgym.cli.shared import (
 from gemgym.errors import ConfigError, ModelUnavailableError
 from gemgym.options import Option
 
-GROUPS = (ENV, EPISODES, MODEL_SERVER)
+GROUPS = (ENV, tuple(o for o in EPISODES if o.name != "episodes"), MODEL_SERVER, OUTPUT)
+"""The shared groups ``gemgym eval`` takes (the episodes it plays: ``--tasks`` x ``--n``)."""
 OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
 """The shared options ``gemgym eval`` takes (errors that name their parameters show the flags)."""
 
@@ -119,7 +121,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="openai: any OpenAI-compatible chat server; transformers: a local model (--model "
         "PATH); vllm / sglang: token-id backends of a server (gemgym.llm)",
     )
-    p.add_argument("--out", help="run folder (default runs/eval-YYYYmmdd-HHMMSS)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
     p.add_argument(

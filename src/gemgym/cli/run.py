@@ -25,6 +25,7 @@ from gemgym.cli.shared import (
     ENV,
     EPISODES,
     MODEL_SERVER,
+    OUTPUT,
     add_shared,
     agent_message,
     read_shared,
@@ -35,7 +36,7 @@ from gemgym.options import Option
 if TYPE_CHECKING:
     from gemgym.experience import Episode
 
-GROUPS = (ENV, EPISODES, MODEL_SERVER)
+GROUPS = (ENV, EPISODES, MODEL_SERVER, OUTPUT)
 OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
 """The shared options ``gemgym run`` takes (errors that name their parameters show the flags)."""
 
@@ -44,10 +45,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``gemgym run``: its own, then the shared groups (:mod:`gemgym.cli.shared`)."""
     p.add_argument("env_id", help="e.g. game:GuessTheNumber-v0-hard")
     p.add_argument("--agent", choices=["random", "oracle", "openai"], default="oracle")
-    p.add_argument("--episodes", type=int, default=100, help="number of episodes (default 100)")
-    p.add_argument(
-        "--out", help="write the episodes to this JSONL file (each as it ends, one line each)"
-    )
     p.add_argument(
         "--resume",
         action="store_true",
@@ -168,8 +165,6 @@ def run(args: argparse.Namespace) -> int:
     from gemgym.registry import make
 
     read_shared(args, *GROUPS)
-    if args.episodes < 1:
-        raise ConfigError(f"--episodes must be at least 1, got {args.episodes}")
     if args.resume and not args.out:
         raise ConfigError("--resume continues the run in --out: give --out FILE")
     env_kwargs = dict(args.env_kwargs)

@@ -6,13 +6,17 @@ the same help, and reads them the same way:
 
 * :class:`EnvOptions` (``run``, ``eval``, ``train``, ``serve``): ``--env-kwarg KEY=VALUE``,
   repeatable, or a JSON object of several (``--env-kwargs`` is the same option);
-* :class:`EpisodeOptions` (``run``, ``eval``; ``train`` takes ``--seed``): ``--seed``,
+* :class:`EpisodeOptions` (``run``, ``eval``; ``train`` takes ``--seed``): ``--episodes``
+  (``run``; ``eval`` plays ``--tasks`` tasks of ``--n`` samples instead), ``--seed``,
   ``--max-turns`` (formerly ``--max-steps``), ``--concurrency`` (formerly ``--batch-size``);
 * :class:`ModelServerOptions` (``run``, ``eval``): the OpenAI-compatible chat server the
-  ``openai`` agent talks to (one client: :class:`gemgym.evaluation.agents.ChatAgent`).
+  ``openai`` agent talks to (one client: :class:`gemgym.evaluation.agents.ChatAgent`);
+* :class:`OutputOptions` (``run``, ``eval``, ``train``): ``--out``, where the command writes
+  its results (``run``: a JSONL file of the episodes; ``eval`` and ``train``: a run folder).
 
-A command that keeps a setting in its own config (``train``: ``run.seed``, ``run.env_kwargs``)
-takes the shared flag for it with :func:`gemgym.options.rebase`: one flag, one meaning.
+A command that keeps a setting in its own config (``train``: ``run.seed``, ``run.env_kwargs``,
+``run.out_dir``) takes the shared flag for it with :func:`gemgym.options.rebase`: one flag,
+one meaning.
 """
 
 from __future__ import annotations
@@ -40,10 +44,12 @@ __all__ = [
     "ENV",
     "EPISODES",
     "MODEL_SERVER",
+    "OUTPUT",
     "TITLES",
     "EnvOptions",
     "EpisodeOptions",
     "ModelServerOptions",
+    "OutputOptions",
     "add_shared",
     "agent_message",
     "cli_message",
@@ -115,6 +121,11 @@ class EpisodeOptions(_Checked):
 
     section: ClassVar[str] = "episodes"
 
+    episodes: int = option(
+        100,
+        help="how many episodes to play",
+        metavar="N",
+    )
     seed: int = option(
         0,
         help="base seed: episode (eval: task) k is reset with seed+k; sampling (train: also "
@@ -134,6 +145,7 @@ class EpisodeOptions(_Checked):
     )
 
     def validate(self) -> None:
+        self._check("episodes", self.episodes >= 1, ">= 1")
         self._check("max_turns", self.max_turns is None or self.max_turns >= 1, ">= 1")
         self._check("concurrency", self.concurrency is None or self.concurrency >= 1, ">= 1")
 
@@ -171,25 +183,46 @@ class ModelServerOptions(_Checked):
         self._check("retry_backoff", self.retry_backoff >= 0, ">= 0")
 
 
+@dataclass
+class OutputOptions(_Checked):
+    """Where the command writes its results."""
+
+    section: ClassVar[str] = "output"
+
+    out: str | None = option(
+        None,
+        help="where the results go: run: a JSONL file, one line per episode, each written as it "
+        "ends (default: none); eval: the run folder (default runs/eval-YYYYmmdd-HHMMSS); "
+        "train: the run folder (default runs/train)",
+        metavar="PATH",
+        help_names_default=True,
+    )
+
+
 ENV: tuple[Option, ...] = tuple(section_options("env", EnvOptions))
 EPISODES: tuple[Option, ...] = tuple(section_options("episodes", EpisodeOptions))
 MODEL_SERVER: tuple[Option, ...] = tuple(section_options("model", ModelServerOptions))
+OUTPUT: tuple[Option, ...] = tuple(section_options("output", OutputOptions))
 
 TITLES = {
     "env": "env (shared by run, eval, train, serve)",
-    "episodes": "episodes (shared by run, eval; train takes --seed)",
+    "episodes": "episodes (shared by run, eval; eval plays --tasks x --n, not --episodes; train "
+    "takes --seed)",
     "model": "model server: any OpenAI-compatible chat server (shared by run, eval)",
+    "output": "output (shared by run, eval, train)",
 }
 
 _SECTIONS: dict[str, type[Any]] = {
     "env": EnvOptions,
     "episodes": EpisodeOptions,
     "model": ModelServerOptions,
+    "output": OutputOptions,
 }
 
 
 def add_shared(p: argparse.ArgumentParser, *groups: Sequence[Option]) -> None:
-    """Add the shared ``groups`` (:data:`ENV`, :data:`EPISODES`, :data:`MODEL_SERVER`) to ``p``."""
+    """Add the shared ``groups`` (:data:`ENV`, :data:`EPISODES`, :data:`MODEL_SERVER`,
+    :data:`OUTPUT`, or some of a group's options) to ``p``."""
     add_option_groups(p, [opt for g in groups for opt in g], titles=TITLES)
 
 

@@ -28,9 +28,10 @@ import json
 import shlex
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from gemgym.cli.shared import ENV, EPISODES, TITLES
+from gemgym.cli.shared import ENV, EPISODES, OUTPUT, TITLES
 from gemgym.errors import ConfigError
 from gemgym.options import (
     Option,
@@ -49,15 +50,18 @@ __all__ = ["OPTIONS", "add_arguments", "config_from_args", "resume_command", "ru
 SHARED: dict[str, Option] = {
     "run.env_kwargs": next(o for o in ENV if o.name == "env_kwargs"),
     "run.seed": next(o for o in EPISODES if o.name == "seed"),
+    "run.out_dir": next(o for o in OUTPUT if o.name == "out"),
 }
 """The settings of :class:`TrainConfig` that ``run``, ``eval`` and ``serve`` take too: their
 flags are the shared ones (:mod:`gemgym.cli.shared`), one flag with one meaning."""
 
 OPTIONS: tuple[Option, ...] = tuple(
-    rebase(SHARED[o.path], o.path) if o.path in SHARED else o for o in config_options(TrainConfig)
+    replace(rebase(SHARED[o.path], o.path), default=o.default) if o.path in SHARED else o
+    for o in config_options(TrainConfig)
 )
 """The options of every section of :class:`TrainConfig`: one flag each (the env id is the
-positional argument); those in :data:`SHARED` with the shared flag, help and group."""
+positional argument); those in :data:`SHARED` with the shared flag, help and group, and the
+config's default (``--out``'s shared help names train's, ``runs/train``)."""
 
 SECTION_TITLES = {
     "run": "run (env, length, output, hardware)",
