@@ -243,8 +243,9 @@ def test_a_public_address_needs_a_token_or_insecure(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("GEMGYM_SERVE_TOKEN", raising=False)
     assert resolve_token(None, "127.0.0.1") is None
     assert resolve_token(None, "::1") is None
-    with pytest.raises(ConfigError, match=r"refusing to serve on 0\.0\.0\.0 without a token"):
+    with pytest.raises(ConfigError, match=r"refusing to serve on 0\.0\.0\.0 without a token") as e:
         resolve_token(None, "0.0.0.0")
+    assert "pass insecure to serve" in str(e.value) and "--" not in str(e.value)  # parameters
     assert resolve_token(None, "0.0.0.0", insecure=True) is None
     assert resolve_token("abc", "0.0.0.0") == "abc"
     monkeypatch.setenv("GEMGYM_SERVE_TOKEN", "from-env")
@@ -259,7 +260,8 @@ def test_a_public_address_needs_a_token_or_insecure(monkeypatch: pytest.MonkeyPa
         | {"PYTHONPATH": SRC},
     )
     assert proc.returncode == 2 and "serving" not in proc.stdout
-    assert "--token" in proc.stderr and "--insecure" in proc.stderr
+    assert "Pass a token (--token)" in proc.stderr  # the command shows the flags
+    assert "pass insecure (--insecure) to serve" in proc.stderr
 
 
 # -- malformed requests -------------------------------------------------------------------------------
@@ -445,7 +447,7 @@ def test_a_busy_port_fails_before_serving_is_printed() -> None:
         )
     assert proc.returncode == 2 and "serving" not in proc.stdout
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
-    assert "pick another --port" in proc.stderr
+    assert "pick another port (--port)" in proc.stderr
 
 
 def test_health_and_prometheus_metrics(guess_server: str) -> None:

@@ -16,13 +16,24 @@ from __future__ import annotations
 
 import argparse
 
-from gemgym.cli.shared import ENV, add_shared, read_shared
+from gemgym.cli.shared import ENV, add_shared, names_as_flags, read_shared
 from gemgym.errors import ConfigError
 from gemgym.options import Option
 from gemgym.serving import DEFAULT_IDLE_TIMEOUT_S, TOKEN_VAR, Limits
 
 GROUPS = (ENV,)
 OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
+
+SERVER_FLAGS = {"token": "--token", "insecure": "--insecure", "port": "--port"}
+"""The parameters of :mod:`gemgym.serving` that its start-up errors name, and the flags of
+``gemgym serve`` and ``gemgym serve-retriever`` for them."""
+
+
+def server_error(e: ConfigError) -> ConfigError:
+    """``e`` (a server that cannot start) with the parameters it names shown with their flags."""
+    return ConfigError(names_as_flags(str(e), SERVER_FLAGS, last=True))
+
+
 """The shared options ``gemgym serve`` takes."""
 
 
@@ -103,19 +114,22 @@ def run(args: argparse.Namespace) -> int:
     def ready(url: str) -> None:
         print(f"serving {args.env_id} on {url} (OpenEnv protocol; Ctrl-C stops)", flush=True)
 
-    serve_env(
-        args.env_id,
-        kwargs,
-        host=args.host,
-        port=args.port,
-        token=args.token,
-        insecure=args.insecure,
-        workers=args.workers,
-        log_level=args.log_level,
-        on_ready=ready,
-        max_sessions=args.max_sessions,
-        max_client_sessions=args.max_client_sessions,
-        max_client_envs=args.max_client_envs,
-        limits=limits_of(args, idle_timeout_s=args.idle_timeout),
-    )
+    try:
+        serve_env(
+            args.env_id,
+            kwargs,
+            host=args.host,
+            port=args.port,
+            token=args.token,
+            insecure=args.insecure,
+            workers=args.workers,
+            log_level=args.log_level,
+            on_ready=ready,
+            max_sessions=args.max_sessions,
+            max_client_sessions=args.max_client_sessions,
+            max_client_envs=args.max_client_envs,
+            limits=limits_of(args, idle_timeout_s=args.idle_timeout),
+        )
+    except ConfigError as e:  # the library names its parameters; show the flags
+        raise server_error(e) from None
     return 0

@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from gemgym.cli.serve import add_server_arguments, limits_of
+from gemgym.cli.serve import add_server_arguments, limits_of, server_error
 from gemgym.errors import ConfigError
 
 
@@ -66,16 +66,19 @@ def run(args: argparse.Namespace) -> int:
         dense=args.dense is not None,
         model_path=args.dense or None,
     )
-    server = RetrievalServer(
-        retriever,
-        host=args.host,
-        port=args.port,
-        topk=args.topk,
-        log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
-        token=args.token,
-        insecure=args.insecure,
-        limits=limits_of(args),
-    )
+    try:
+        server = RetrievalServer(
+            retriever,
+            host=args.host,
+            port=args.port,
+            topk=args.topk,
+            log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True),
+            token=args.token,
+            insecure=args.insecure,
+            limits=limits_of(args),
+        )
+    except ConfigError as e:  # the library names its parameters; show the flags
+        raise server_error(e) from None
     indexed = time.perf_counter() - start
 
     def ready() -> None:
@@ -85,5 +88,8 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    server.serve_forever(on_ready=ready)
+    try:
+        server.serve_forever(on_ready=ready)
+    except ConfigError as e:
+        raise server_error(e) from None
     return 0

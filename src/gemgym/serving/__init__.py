@@ -102,7 +102,8 @@ def resolve_token(token: str | None, host: str, *, insecure: bool = False) -> st
     if not is_loopback(host) and not insecure:
         raise ConfigError(
             f"refusing to serve on {host} without a token: anyone who can reach it could use "
-            f"the server. Pass --token TOKEN (or set {TOKEN_VAR}); clients then send "
-            "'Authorization: Bearer TOKEN'. On a trusted network, --insecure serves without one"
+            f"the server. Pass a token (or set {TOKEN_VAR}); clients then send "
+            "'Authorization: Bearer TOKEN'. On a trusted network, pass insecure to serve "
+            "without one"
         )
     return None

@@ -493,7 +493,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as e:
         sock.close()
-        hint = " (another server is on that port: pick another --port)" if e.errno == 98 else ""
+        hint = "; another server is on that port: pick another port" if e.errno == 98 else ""
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}{hint}") from None
     sock.set_inheritable(True)
     return sock
