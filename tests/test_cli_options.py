@@ -237,3 +237,19 @@ def test_a_suites_error_names_the_parameter_and_eval_shows_its_flag(
     argv = ["eval", "eval:HotpotQA+search", "--agent", "random", "--out", str(tmp_path / "run")]
     assert main([*argv, "--quiet"]) == 2
     assert "pass its URL as search_url (--search-url)" in capsys.readouterr().err
+
+
+def test_the_trainers_messages_name_settings_and_train_shows_its_flags() -> None:
+    """The trainer's errors, warnings and log lines name settings (``section.name``); ``gemgym
+    train`` shows them as its flags (with ``--config``, as both)."""
+    from gemgym.cli.train import _cli_text, _flags_in_warnings
+
+    text = "give it more positions (policy.n_positions) or fewer tokens (policy.obs_max_tokens)"
+    args = _parse("train", ENV_ID, "--updates", "1")
+    assert _cli_text(text, args) == "give it more positions (--n-positions) or fewer tokens " \
+        "(--obs-max-tokens)"  # fmt: skip
+    with pytest.warns(UserWarning) as seen, _flags_in_warnings(args):
+        warnings.warn(text, UserWarning, stacklevel=1)
+    assert "(--n-positions)" in str(seen[0].message)
+    args = _parse("train", ENV_ID, "--config", "c.toml")
+    assert "(policy.n_positions (--n-positions))" in _cli_text(text, args)

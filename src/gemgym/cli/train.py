@@ -24,10 +24,12 @@ parameters as ``section.name``; this command shows them as their flags.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -98,11 +100,33 @@ def add_arguments(p: argparse.ArgumentParser, *, shared: Sequence[Option] = ()) 
     add_option_groups(p, [*OPTIONS, *shared], titles=SECTION_TITLES)
 
 
-def _cli_error(e: ConfigError, args: argparse.Namespace) -> ConfigError:
-    """``e`` with the parameters it names written as this command's flags (and, with a config
-    file, as the file's ``section.name`` too)."""
+def _cli_text(text: str, args: argparse.Namespace) -> str:
+    """``text`` (an error, a warning or a log line of the trainer) with the settings it names
+    (``section.name``) written as this command's flags (with a config file, as the file's
+    ``section.name`` too)."""
     keep_names = bool(getattr(args, "config", None))
-    return ConfigError(flags_in_message(str(e), OPTIONS, keep_names=keep_names))
+    return flags_in_message(text, OPTIONS, keep_names=keep_names)
+
+
+def _cli_error(e: ConfigError, args: argparse.Namespace) -> ConfigError:
+    """``e`` with the parameters it names written as this command's flags."""
+    return ConfigError(_cli_text(str(e), args))
+
+
+@contextlib.contextmanager
+def _flags_in_warnings(args: argparse.Namespace) -> Iterator[None]:
+    """While training, warnings are shown with the settings they name as this command's
+    flags."""
+    show = warnings.showwarning
+
+    def shown(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+        show(_cli_text(str(message), args), category, *rest, **kw)
+
+    warnings.showwarning = shown
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -151,9 +175,14 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     spec(cfg.run.env_id)
+
+    def log(line: str) -> None:
+        print(_cli_text(line, args))
+
     try:
-        trainer = Trainer(cfg, log=None if args.quiet else print)
-        final = trainer.run(resume=args.resume)
+        with _flags_in_warnings(args):
+            trainer = Trainer(cfg, log=None if args.quiet else log)
+            final = trainer.run(resume=args.resume)
     except TrainingInterrupted as stop:
         print(f"gemgym: {stop.message}", file=sys.stderr)
         print(f"resume with:\n  {resume_command(cfg)}", file=sys.stderr)

@@ -441,7 +441,7 @@ class LMPolicy:
             raise ConfigError(
                 f"an episode's context reached {longest} tokens and its action may take "
                 f"{self.max_new_tokens} more, past the model's {limit} positions: give the model "
-                "more positions (policy.n_positions, --n-positions), keep fewer tokens of "
+                "more positions (policy.n_positions), keep fewer tokens of "
                 "each observation (policy.obs_max_tokens), or allow fewer turns"
             )
 

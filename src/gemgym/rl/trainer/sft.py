@@ -51,8 +51,8 @@ def supervised_fine_tune(
         warnings.warn(
             f"{long} of {len(tokens)} SFT episodes are longer than the model's "
             f"{max_length} positions; only their first {max_length} tokens are "
-            "learned. Give the model more positions (policy.n_positions, "
-            "--n-positions) or keep fewer tokens of each observation (policy.obs_max_tokens).",
+            "learned. Give the model more positions (policy.n_positions) or keep fewer tokens "
+            "of each observation (policy.obs_max_tokens).",
             stacklevel=3,
         )
     if not 0 <= start <= steps:
