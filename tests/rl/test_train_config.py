@@ -33,6 +33,7 @@ from gemgym.rl.trainer.config import (
     TrainConfig,
     config_from_dict,
 )
+from helpers.extras import needs_module
 
 
 def test_the_sections_and_their_settings() -> None:
@@ -51,8 +52,8 @@ def test_the_sections_and_their_settings() -> None:
     ]
     options = config_options(TrainConfig)
     assert (
-        len(options) == sum(len(names) for names in SECTIONS.values()) == 58
-    )  # as the flat config had
+        len(options) == sum(len(names) for names in SECTIONS.values()) == 59
+    )  # the flat config's 58 and run.wrappers
     for opt in options:  # every setting says what it does; None is only the default's
         assert opt.meta.help, opt.path
         assert not opt.optional or opt.default is None, opt.path
@@ -203,8 +204,8 @@ def test_shared_groups_sit_beside_the_configs_sections() -> None:
 
 
 def test_a_run_writes_its_settings_and_they_run_it_again(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+    needs_module("torch", "train")
+    needs_module("transformers", "train")
     import warnings
 
     from gemgym.cli.train import add_arguments, config_from_args

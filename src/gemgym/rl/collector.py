@@ -41,6 +41,7 @@ from gemgym.errors import ConfigError
 from gemgym.experience import Episode, summarize
 from gemgym.rl.advantages import compute_advantages
 from gemgym.vector import VectorEnv
+from gemgym.vector.base import WrapperFactory
 
 __all__ = ["Batch", "BatchPolicy", "Collector"]
 
@@ -98,6 +99,7 @@ class Collector:
         history: pass the episodes in progress to the policy instead of the observations.
         max_turns: cut episodes after this many turns (they are then not ``done``).
         env_kwargs: keyword arguments for every env when ``env`` is an id.
+        wrappers: wrapper factories applied to every env when ``env`` is an id.
         keep_errors: keep failed episodes in the batch (by default they are left out: their
             partial returns are not the policy's).
     """
@@ -113,6 +115,7 @@ class Collector:
         history: bool = False,
         max_turns: int | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        wrappers: Sequence[WrapperFactory] | None = None,
         keep_errors: bool = False,
     ) -> None:
         if group_size < 1:
@@ -120,11 +123,19 @@ class Collector:
         if isinstance(env, str):
             from gemgym.vector import make_vec
 
-            self.env = make_vec(env, num_envs, autoreset_mode="disabled", **(env_kwargs or {}))
+            self.env = make_vec(
+                env,
+                num_envs,
+                autoreset_mode="disabled",
+                wrappers=wrappers,
+                **(env_kwargs or {}),
+            )
             self._owned = True
         else:
-            if env_kwargs:
-                raise ConfigError("env_kwargs are for an env id; this vector env is already made")
+            if env_kwargs or wrappers:
+                raise ConfigError(
+                    "env_kwargs and wrappers are for an env id; this vector env is already made"
+                )
             if env.autoreset_mode.value != "disabled":
                 raise ConfigError(
                     "the collector resets envs itself; make the vector env with "

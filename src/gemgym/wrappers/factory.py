@@ -18,6 +18,8 @@ between envs. Names and presets follow GEM:
 ``search_tool``                            search tool (``$SEARCH_URL``), 0.3 per call, 5 uses
 ``search_tool_no_int_reward``              search tool without intermediate rewards
 ``episode_tracking``                       :class:`~gemgym.wrappers.EpisodeStatistics`
+``grid``                                   :class:`~gemgym.wrappers.grid.GridObservation`: the
+                                           board alone (Minesweeper, Sudoku; not in GEM)
 =========================================  =====================================================
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 from gemgym.core import Env
 from gemgym.errors import ConfigError, close_matches
 from gemgym.wrappers.common import EpisodeStatistics
+from gemgym.wrappers.grid import GridObservation
 from gemgym.wrappers.history import ChatHistory, ChatTemplateTokenizer, ConcatHistory
 
 __all__ = ["WRAPPER_NAMES", "get_wrapper_fns"]
@@ -83,6 +86,7 @@ _FACTORIES: dict[str, Callable[[ChatTemplateTokenizer | None], WrapperFn]] = {
     "search_tool": _search(0.3),
     "search_tool_no_int_reward": _search(0.0),
     "episode_tracking": lambda _t: EpisodeStatistics,
+    "grid": lambda _t: GridObservation,
 }
 
 WRAPPER_NAMES = tuple(_FACTORIES)

@@ -31,6 +31,7 @@ __all__ = [
 MODEL_SETTINGS = (
     "run.env_id",
     "run.env_kwargs",
+    "run.wrappers",
     "policy.model",
     "policy.n_layer",
     "policy.n_embd",

@@ -21,6 +21,7 @@ from gemgym.rl.tokens import TokenizedEpisode
 from gemgym.rl.trainer.config import TrainConfig
 from gemgym.rl.trainer.policy import LMPolicy
 from gemgym.rl.trainer.reference import ReferenceScorer
+from gemgym.wrappers.factory import get_wrapper_fns
 
 __all__ = ["BatchCollection", "ScoredBatch", "make_collector"]
 
@@ -39,6 +40,7 @@ def make_collector(
         seed=seed,
         history=True,
         env_kwargs=config.run.env_kwargs,
+        wrappers=get_wrapper_fns(config.run.wrappers) if config.run.wrappers else None,
         keep_errors=config.rl.keep_errors,
     )
 

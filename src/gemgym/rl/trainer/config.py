@@ -116,6 +116,11 @@ class RunConfig(_Section):
         parse=json.loads,
         metavar="JSON",
     )
+    wrappers: str = option(
+        "",
+        help="wrappers around the env, by name, comma-separated (gemgym.wrappers.factory, e.g. "
+        "'grid': the board alone as the observation)",
+    )
     out_dir: str = option("runs/train", help="output folder", flag="--out")
     seed: int = option(0, help="seed of the model's initialisation, the episodes and sampling")
     updates: int | None = option(None, help="stop after N updates")
@@ -136,6 +141,10 @@ class RunConfig(_Section):
     def validate(self) -> None:
         self._check("env_id", isinstance(self.env_id, str) and bool(self.env_id), "an env id")
         self._check("env_kwargs", isinstance(self.env_kwargs, dict), "a dict")
+        if self.wrappers:
+            from gemgym.wrappers.factory import get_wrapper_fns
+
+            get_wrapper_fns(self.wrappers)  # an unknown name fails here, with the known ones
         if self.updates is None and self.time_budget_s is None:
             raise ConfigError(
                 "give a number of updates or a time budget (or both): run.updates or "

@@ -1,16 +1,19 @@
-"""Train a small byte-level GPT on GuessTheNumber: ReBN vs GRPO vs REINFORCE, gamma 0.9 vs 1.0.
+"""Train a small byte-level GPT on a game: ReBN vs GRPO vs REINFORCE, gamma 0.9 vs 1.0.
 
-Every run starts from the same SFT warm start on random-agent traces (the format is learned, the
-strategy is not; it is trained once, evaluated, and shared by all runs), then trains on-policy for
-a fixed wall-clock budget of RL, and is evaluated on fresh episodes. Results go to ``--out``
-(default ``docs/results``): one ``<env>_<config>-s<seed>.csv`` learning curve per run,
-``summary_<env>.json``, ``summary_<env>.md`` and ``curves_<env>.png`` (``<env>`` is the id
-without its prefix, e.g. ``GuessTheNumber-v0-easy``). The random agent's
-success rate, measured in the same run, is the baseline the ratios are printed against.
+Every run starts from the same SFT warm start (on traces of the random agent by default, which
+teach the format and not the strategy, or of the env's expert with ``--warm-start-agent oracle``;
+it is trained once, evaluated, and shared by all runs), then trains on-policy for a fixed budget
+of RL (``--updates`` updates, or ``--budget`` seconds), and is evaluated on fresh episodes.
+Results go to ``--out`` (default ``docs/results``): one ``<env>_<config>-s<seed>.csv`` learning
+curve per run, ``summary_<env>.json``, ``summary_<env>.md`` and ``curves_<env>.png`` (``<env>``
+is the id without its prefix, e.g. ``GuessTheNumber-v0-easy``). The random agent's success
+rate, measured in the same run, is the baseline the ratios are printed against.
 
-    .venv/bin/python benchmarks/train_guess.py                  # full comparison (hours on 2 cores)
-    .venv/bin/python benchmarks/train_guess.py --quick          # smoke run, ~2 minutes
-    .venv/bin/python benchmarks/train_guess.py --configs rebn-g0.9 --seeds 0 --budget 1200
+    .venv/bin/python benchmarks/train_game.py                  # GuessTheNumber (hours on 2 cores)
+    .venv/bin/python benchmarks/train_game.py --quick          # smoke run, ~2 minutes
+    .venv/bin/python benchmarks/train_game.py --configs rebn-g0.9 --seeds 0 --budget 1200
+    .venv/bin/python benchmarks/train_game.py --env game:Minesweeper-v0-easy --wrappers grid \
+        --warm-start-agent oracle --configs rebn-g0.9 grpo --seeds 0 1 --updates 600
 """
 
 from __future__ import annotations
@@ -33,12 +36,31 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-def random_traces(env_id: str, path: Path, episodes: int) -> dict[str, float]:
-    """Random-agent traces for the SFT warm start; returns their summary (the baseline)."""
+def agent_traces(
+    env_id: str,
+    agent: str,
+    path: Path,
+    episodes: int,
+    *,
+    env_kwargs: dict[str, Any],
+    wrappers: str,
+) -> dict[str, float]:
+    """Traces of a built-in agent (``random``, ``oracle``) on the env as the trainer makes it
+    (its kwargs and wrappers), written to ``path``; returns their summary."""
     from gemgym.agents import make_agent
     from gemgym.experience import rollout, summarize, write_jsonl
+    from gemgym.wrappers.factory import get_wrapper_fns
 
-    eps = list(rollout(env_id, make_agent("random"), episodes=episodes, seed=555_000_000))
+    eps = list(
+        rollout(
+            env_id,
+            make_agent(agent),
+            episodes=episodes,
+            seed=555_000_000,
+            wrappers=get_wrapper_fns(wrappers) if wrappers else None,
+            **env_kwargs,
+        )
+    )
     write_jsonl(eps, path)
     return summarize(eps)
 
@@ -78,7 +100,24 @@ def main() -> None:
         metavar="CONFIG:SEED",
         help="an explicit list of runs, in order (instead of --configs x --seeds)",
     )
-    ap.add_argument("--budget", type=float, default=1200.0, help="seconds of training per run")
+    ap.add_argument("--wrappers", default="", help="wrappers around the env, by name (e.g. grid)")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds of training per run (default 1200 unless --updates is given)",
+    )
+    ap.add_argument(
+        "--updates", type=int, default=None, help="updates per run (the same on every machine)"
+    )
+    ap.add_argument(
+        "--warm-start-agent",
+        default="random",
+        choices=["random", "oracle"],
+        help="whose traces the SFT warm start imitates (oracle: the env's expert)",
+    )
+    ap.add_argument("--traces", type=int, default=2000, help="episodes of SFT traces")
+    ap.add_argument("--max-new-tokens", type=int, default=16, help="tokens an action may have")
     ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--sft-lr", type=float, default=3e-3, help="SFT warm start learning rate")
     ap.add_argument("--eval-episodes", type=int, default=1000)
@@ -161,14 +200,14 @@ def main() -> None:
     )
     ap.add_argument("--device", default="auto")
     ap.add_argument("--out", default="docs/results")
-    ap.add_argument("--work", default="runs/train_guess", help="checkpoints (resumable)")
+    ap.add_argument("--work", default="runs/train_game", help="checkpoints (resumable)")
     ap.add_argument("--quick", action="store_true", help="one short ReBN run (~2 minutes)")
     ap.add_argument("--verbose", action="store_true", help="log every update")
     args = ap.parse_args()
     if args.quick:
         args.configs, args.seeds = ["rebn-g0.9"], [0]
         args.budget, args.sft_steps, args.eval_episodes = 30.0, 60, 128
-        args.out, args.work = "runs/train_guess_quick/results", "runs/train_guess_quick"
+        args.out, args.work = "runs/train_game_quick/results", "runs/train_game_quick"
     out, work = Path(args.out), Path(args.work)
     if args.quick:  # a smoke run starts from scratch (full runs resume from their checkpoints)
         shutil.rmtree(work, ignore_errors=True)
@@ -176,16 +215,38 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     tag = args.env.split(":")[-1]
 
-    traces = work / f"random_{tag}.jsonl"
+    if args.budget is None and args.updates is None:
+        args.budget = 1200.0
+    env_kwargs = args.env_kwargs or {}
     t = time.perf_counter()
-    baseline = random_traces(args.env, traces, 2000)
+    traces = work / f"random_{tag}.jsonl"
+    baseline = agent_traces(
+        args.env, "random", traces, 2000, env_kwargs=env_kwargs, wrappers=args.wrappers
+    )
     print(
         f"random agent on {args.env}: success {baseline['success_rate']:.1%}, mean turns "
         f"{baseline['mean_turns']:.2f} (2000 episodes, {time.perf_counter() - t:.1f} s)"
     )
+    if args.warm_start_agent != "random" or args.traces != 2000:
+        traces = work / f"{args.warm_start_agent}_{tag}.jsonl"
+        demo = agent_traces(
+            args.env,
+            args.warm_start_agent,
+            traces,
+            args.traces,
+            env_kwargs=env_kwargs,
+            wrappers=args.wrappers,
+        )
+        print(
+            f"{args.warm_start_agent} traces for the warm start: success "
+            f"{demo['success_rate']:.1%}, mean turns {demo['mean_turns']:.2f} "
+            f"({args.traces} episodes)"
+        )
     common = {
         "env_id": args.env,
-        "env_kwargs": args.env_kwargs or {},
+        "env_kwargs": env_kwargs,
+        "wrappers": args.wrappers,
+        "max_new_tokens": args.max_new_tokens,
         "eval_episodes": args.eval_episodes,
         "threads": args.threads,
         "n_layer": args.n_layer,
@@ -231,6 +292,7 @@ def main() -> None:
                     "out": str(work / tag / run),
                     "seed": seed,
                     "time_budget": args.budget,
+                    "updates": args.updates,
                     "lr": args.lr,
                     "epochs": args.epochs,
                     "minibatches": args.minibatches,
@@ -288,6 +350,9 @@ def main() -> None:
     summary = {
         "env": args.env,
         "budget_s": args.budget,
+        "updates": args.updates,
+        "wrappers": args.wrappers,
+        "warm_start_agent": args.warm_start_agent,
         "random_agent": baseline,
         "sft": {"steps": args.sft_steps, "time_s": sft["train_time_s"], "eval": sft["eval"]},
         "runs": rows,
