@@ -215,3 +215,38 @@ def test_a_config_validates_itself() -> None:
         HangmanConfig(word_length=99)
     with pytest.raises(ConfigError, match="num_numbers >= 4"):
         MastermindConfig(code_length=4, num_numbers=3)
+
+
+@pytest.mark.parametrize("env_id", sorted(gemgym.list_envs("game:*")))
+def test_max_turns_is_checked_once_for_every_game(env_id: str) -> None:
+    """GameConfig checks the field every game has, for fixed and random presets alike."""
+    with pytest.raises(ConfigError, match=r"max_turns must be a positive int, got 0"):
+        gemgym.make(env_id, max_turns=0)
+    with pytest.raises(ConfigError, match=r"max_turns must be a positive int, got -3"):
+        gemgym.make(env_id, max_turns=-3)
+
+
+def test_max_turns_none_only_where_the_game_draws_or_derives_it() -> None:
+    assert _game("game:Hangman-v0-easy", max_turns=None).max_turns == 10  # derived: 3 letters
+    assert _game("game:GuessTheNumber-v0-random", max_turns=None).is_random
+    with pytest.raises(ConfigError, match="max_turns must be a positive int when min_number"):
+        gemgym.make("game:GuessTheNumber-v0-easy", max_turns=None)
+    with pytest.raises(ConfigError, match=r"max_turns must be an int, got None"):
+        gemgym.make("game:WikiGame-v0-easy", max_turns=None)
+
+
+@pytest.mark.parametrize("game", sorted({i.split("-v0")[0] for i in GAME_IDS}))
+def test_episode_settings_are_copied_from_the_config_once(game: str) -> None:
+    """GameEnv.__init__ copies each episode setting; a random preset's draws replace them at reset,
+    and every instance of a game has the same attributes in the same order."""
+    fixed, drawn = _game(f"{game}-v0-easy"), _game(f"{game}-v0-random")
+    assert "max_turns" in fixed.episode_settings
+    for name in fixed.episode_settings:
+        assert getattr(fixed, name) == getattr(fixed.config, name), name
+        assert name in vars(fixed) and name in vars(drawn), name
+    assert list(vars(fixed)) == list(vars(drawn))
+    fixed.reset(seed=0)
+    drawn.reset(seed=0)
+    assert list(vars(fixed)) == list(vars(drawn))
+    for name in fixed.episode_settings:
+        assert getattr(fixed, name) == getattr(fixed.config, name), name

@@ -131,13 +131,17 @@ class GameConfig:
     """Base of the games' typed configs; subclasses add fields and override :meth:`validate`.
 
     Construction checks every field against its annotation (``int``, ``bool``, ``int | None``,
-    ``tuple[int, int] | None``) and raises :class:`~gemgym.errors.ConfigError` naming the
-    parameter, so ``max_turns="five"`` fails at ``make()`` with a readable message instead of a
-    comparison error later; :meth:`validate` then checks the values.
+    ``tuple[int, int] | None``, ``Mapping[...]``) and raises :class:`~gemgym.errors.ConfigError`
+    naming the parameter, so ``max_turns="five"`` fails at ``make()`` with a readable message
+    instead of a comparison error later. It then checks the field every game has, once for all:
+    ``max_turns`` (each game declares it, with its own default and place among its settings) is a
+    positive int, or ``None`` where the game allows it (a random preset draws it, or the game
+    derives it from its other settings); :meth:`validate` then checks the game's own values.
 
     The config is the env's one record of its settings: a game reads fixed settings from it
     (``env.config.hardcore``, or a read-only property of the same name) and keeps only what an
-    episode draws (the size of a ``-random`` preset) as episode state.
+    episode draws (the size of a ``-random`` preset) as episode state
+    (:attr:`GameEnv.episode_settings`).
     """
 
     def __post_init__(self) -> None:
@@ -149,10 +153,14 @@ class GameConfig:
                     f"{f.name} must be {_describe(hints[f.name])}, got {value!r} "
                     f"({type(value).__name__})"
                 )
+        turns = getattr(self, "max_turns", None)  # the type check above: an int or None
+        if turns is not None and turns < 1:
+            raise ConfigError(f"max_turns must be a positive int, got {turns}")
         self.validate()
 
     def validate(self) -> None:
-        """Raise :class:`~gemgym.errors.ConfigError` for inconsistent values."""
+        """Raise :class:`~gemgym.errors.ConfigError` for inconsistent values of the game's own
+        settings (the types and ``max_turns`` are checked before)."""
 
     @property
     def is_random(self) -> bool:
@@ -190,6 +198,8 @@ def _matches(value: object, hint: Any) -> bool:
         return len(value) == len(args) and all(
             _matches(v, h) for v, h in zip(value, args, strict=True)
         )
+    if origin is not None:  # another generic (Mapping[str, Any]): its class; items unchecked
+        return isinstance(value, origin)
     return isinstance(value, hint)
 
 
@@ -205,7 +215,9 @@ def _describe(hint: Any) -> str:
         return " or ".join(_describe(h) for h in typing.get_args(hint))
     if origin is tuple:
         args = typing.get_args(hint)
-        return f"a tuple of {len(args)} ints" if args[0] is int else "a tuple"
+        return f"a tuple of {len(args)} ints" if all(a is int for a in args) else "a tuple"
+    if origin is not None:
+        hint = origin
     return f"a {getattr(hint, '__name__', hint)}"
 
 
@@ -219,6 +231,10 @@ TURN_LIMIT_TEXT = "You have reached the maximum number of turns."
 
 class GameEnv(Env[str, str], Generic[MoveT]):
     """Base class of the text games: the episode structure, written once.
+
+    A game's ``__init__`` takes its settings as typed keywords and passes its validated
+    :class:`GameConfig` to ``super().__init__(config)``, which keeps it as :attr:`config` and
+    copies the :attr:`episode_settings` into attributes.
 
     :meth:`reset` and :meth:`step` are templates; a game implements three hooks and may
     override a fourth:
@@ -252,12 +268,27 @@ class GameEnv(Env[str, str], Generic[MoveT]):
     format_error_detail: ClassVar[str] = "you did not provide a valid action"
     """What the observation of a format error says after "At turn N, "."""
 
+    episode_settings: ClassVar[tuple[str, ...]] = ("max_turns",)
+    """The settings an episode may draw (a ``-random`` preset) or derive: :meth:`__init__` copies
+    each from the config into an attribute of the same name, which the game reads (and a random
+    preset's :meth:`start_episode` sets); a ``None`` setting keeps the class attribute's value, a
+    placeholder until the first reset. Fixed settings are read from :attr:`config`."""
+
     config: GameConfig
     """The settings the env was made with (validated; read-only)."""
     turn_count: int = 0
     """Turns played in the current episode."""
     max_turns: int = 1
     """The turn limit of the current episode (the config's, or drawn by a random preset)."""
+
+    def __init__(self, config: GameConfig) -> None:
+        """Keep ``config`` and copy its :attr:`episode_settings` into attributes."""
+        self.config = config
+        for name in self.episode_settings:
+            value = getattr(config, name)
+            # every instance gets the same attributes in the same order (a None setting: the
+            # placeholder), so attribute reads in step() stay on CPython's fast path
+            setattr(self, name, getattr(self, name) if value is None else value)
 
     @property
     def is_random(self) -> bool:

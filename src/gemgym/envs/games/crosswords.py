@@ -87,8 +87,6 @@ class CrosswordsConfig(GameConfig):
         return self.hardcore is None or self.max_turns is None or self.num_words is None
 
     def validate(self) -> None:
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
         if self.num_words is not None and not 1 <= self.num_words <= 20:
             raise ConfigError(f"num_words must be in 1..20 (or None), got {self.num_words}")
 
@@ -100,16 +98,19 @@ class CrosswordsEnv(GameEnv[tuple[int, int, str]]):
 
     format_error_detail = "you did not provide a valid guess in \\boxed{row column letter} format"
 
+    episode_settings = ("max_turns", "num_words")
+    max_turns: int = 30
+    num_words: int = 3
+    """The words of the current episode's grid (the config's, or a random preset's)."""
+
     def __init__(
         self,
         hardcore: bool | None = False,
         max_turns: int | None = 30,
         num_words: int | None = 3,
     ) -> None:
-        self.config = CrosswordsConfig(hardcore, max_turns, num_words)
+        super().__init__(CrosswordsConfig(hardcore, max_turns, num_words))
         self._drawn_hardcore = False
-        self.max_turns = max_turns if max_turns is not None else 30
-        self.num_words = num_words if num_words is not None else 3
         self.solution: list[list[str]] = []
         self.board: list[list[str]] = []
         self.placed_words: dict[str, Placement] = {}

@@ -160,8 +160,6 @@ class FifteenPuzzleConfig(GameConfig):
             return
         if not 2 <= self.num_rows <= 6:
             raise ConfigError(f"num_rows must be in 2..6, got {self.num_rows}")
-        if self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
 class FifteenPuzzleEnv(GameEnv[str]):
@@ -171,10 +169,13 @@ class FifteenPuzzleEnv(GameEnv[str]):
 
     format_error_detail = "you did not provide a valid move"
 
+    episode_settings = ("max_turns", "num_rows")
+    max_turns: int = 10
+    num_rows: int = 2
+    """The side of the current episode's board (the config's, or a random preset's)."""
+
     def __init__(self, max_turns: int | None = 20, num_rows: int | None = 2) -> None:
-        self.config = FifteenPuzzleConfig(max_turns, num_rows)
-        self.num_rows = num_rows if num_rows is not None else 2
-        self.max_turns = max_turns if max_turns is not None else 10
+        super().__init__(FifteenPuzzleConfig(max_turns, num_rows))
         self.board: Board = _goal(self.num_rows)
         self._suffix = ""
         self._plan: list[str] = []

@@ -111,8 +111,6 @@ class Game2048Config(GameConfig):
         t = self.target_tile
         if t is not None and (t < 8 or t & (t - 1)):
             raise ConfigError(f"target_tile must be a power of two >= 8, got {t}")
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
 class Game2048Env(GameEnv[str]):
@@ -122,15 +120,18 @@ class Game2048Env(GameEnv[str]):
 
     format_error_detail = "you did not provide a valid move. Please use \\boxed{direction} format"
 
+    episode_settings = ("target_tile", "max_turns")
+    target_tile: int = 16
+    """The tile that wins the current episode (the config's, or a random preset's)."""
+    max_turns: int = 20
+
     def __init__(
         self,
         target_tile: int | None = 2048,
         max_turns: int | None = 1000,
         board_size: int = 4,
     ) -> None:
-        self.config = Game2048Config(target_tile, max_turns, board_size)
-        self.target_tile = target_tile if target_tile is not None else 16
-        self.max_turns = max_turns if max_turns is not None else 20
+        super().__init__(Game2048Config(target_tile, max_turns, board_size))
         self.board: Board = (0,) * (board_size * board_size)
         self.max_tile_achieved = 0
         self.init_max_tile = 0

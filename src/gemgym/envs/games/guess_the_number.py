@@ -67,8 +67,11 @@ class GuessTheNumberConfig(GameConfig):
         if self.min_number is not None and self.max_number is not None:
             if self.max_number <= self.min_number:
                 raise ConfigError(f"max_number ({self.max_number}) must exceed min_number")
-            if self.max_turns is None or self.max_turns < 1:
-                raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
+            if self.max_turns is None:  # only a random range draws the turns
+                raise ConfigError(
+                    "max_turns must be a positive int when min_number and max_number are set "
+                    "(None only with a random range), got None"
+                )
 
 
 class GuessTheNumberEnv(GameEnv[int]):
@@ -80,6 +83,12 @@ class GuessTheNumberEnv(GameEnv[int]):
 
     format_error_detail = "you did not provide a valid guess"
 
+    episode_settings = ("min_number", "max_number", "max_turns")
+    min_number: int = 1
+    """The lowest number of the current episode's range (the config's, or drawn)."""
+    max_number: int = 10
+    """The highest number of the current episode's range (the config's, or drawn)."""
+
     def __init__(
         self,
         min_number: int | None = 1,
@@ -87,10 +96,7 @@ class GuessTheNumberEnv(GameEnv[int]):
         max_turns: int | None = 20,
         partial_credit: bool = True,
     ) -> None:
-        self.config = GuessTheNumberConfig(min_number, max_number, max_turns, partial_credit)
-        self.min_number = min_number if min_number is not None else 1
-        self.max_number = max_number if max_number is not None else 10
-        self.max_turns = max_turns if max_turns is not None else 1
+        super().__init__(GuessTheNumberConfig(min_number, max_number, max_turns, partial_credit))
         self._instructions = ""
         self._instructions_key: tuple[int, int, int] | None = None
         self.game_number = 0

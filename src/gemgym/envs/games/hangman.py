@@ -85,8 +85,6 @@ class HangmanConfig(GameConfig):
                     f"no {'hardcore ' if self.hardcore else ''}words of {self.word_length} "
                     f"letters; word_length must be one of {lengths} (or None)"
                 )
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
 
 
 class HangmanEnv(GameEnv[str]):
@@ -96,15 +94,19 @@ class HangmanEnv(GameEnv[str]):
 
     format_error_detail = "you did not provide a valid guess"
 
+    episode_settings = ("word_length", "max_turns")
+    word_length: int = 5
+    """The length of the current episode's word (the config's, or drawn)."""
+
     def __init__(
         self,
         word_length: int | None = 5,
         hardcore: bool = False,
         max_turns: int | None = 20,
     ) -> None:
-        self.config = HangmanConfig(word_length, hardcore, max_turns)
-        self.word_length = word_length if word_length is not None else 5
-        self.max_turns = max_turns if max_turns is not None else _turns_for(self.word_length)
+        super().__init__(HangmanConfig(word_length, hardcore, max_turns))
+        if max_turns is None:  # derived from the length (again at each reset)
+            self.max_turns = _turns_for(self.word_length)
         self.secret_word = ""
         self.board: list[str] = []
         self.guessed_letters: set[str] = set()

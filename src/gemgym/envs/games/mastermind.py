@@ -135,8 +135,6 @@ class MastermindConfig(GameConfig):
                 f"{self.code_length}, got {self.num_numbers}; raise it or set "
                 "duplicate_numbers=True"
             )
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
 
 
 class MastermindEnv(GameEnv[tuple[tuple[int, ...], str]]):
@@ -148,6 +146,12 @@ class MastermindEnv(GameEnv[tuple[tuple[int, ...], str]]):
 
     format_error_detail = "you did not provide a valid guess"
 
+    episode_settings = ("code_length", "num_numbers", "max_turns")
+    code_length: int = 4
+    """The length of the current episode's code (the config's, or drawn)."""
+    num_numbers: int = 6
+    """The digits of the current episode's code are 1..num_numbers (the config's, or drawn)."""
+
     def __init__(
         self,
         code_length: int | None = 4,
@@ -155,10 +159,9 @@ class MastermindEnv(GameEnv[tuple[tuple[int, ...], str]]):
         duplicate_numbers: bool = False,
         max_turns: int | None = 20,
     ) -> None:
-        self.config = MastermindConfig(code_length, num_numbers, duplicate_numbers, max_turns)
-        self.code_length = code_length if code_length is not None else 4
-        self.num_numbers = num_numbers if num_numbers is not None else 6
-        self.max_turns = max_turns if max_turns is not None else 10 * (self.code_length - 1)
+        super().__init__(MastermindConfig(code_length, num_numbers, duplicate_numbers, max_turns))
+        if max_turns is None:  # derived from the length (again at each reset)
+            self.max_turns = 10 * (self.code_length - 1)
         self.game_code: tuple[int, ...] = ()
         self.milestone = 0
         self.previous_guesses: set[tuple[int, ...]] = set()

@@ -102,8 +102,8 @@ class MinesweeperConfig(GameConfig):
         return None in (self.rows, self.cols, self.num_mines, self.max_turns)
 
     def validate(self) -> None:
-        rows, cols, mines, turns = self.rows, self.cols, self.num_mines, self.max_turns
-        if rows is None or cols is None or mines is None or turns is None:
+        rows, cols, mines = self.rows, self.cols, self.num_mines
+        if rows is None or cols is None or mines is None or self.max_turns is None:
             return
         if not (1 <= rows <= 50 and 1 <= cols <= 50 and rows * cols >= 2):
             raise ConfigError(f"the grid must be 1..50 × 1..50 cells, got {rows}×{cols}")
@@ -111,8 +111,6 @@ class MinesweeperConfig(GameConfig):
             raise ConfigError(
                 f"num_mines must be in 1..{rows * cols - 1} for a {rows}×{cols} grid, got {mines}"
             )
-        if turns < 1:
-            raise ConfigError(f"max_turns must be a positive int, got {turns}")
 
 
 class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
@@ -122,6 +120,15 @@ class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
 
     format_error_detail = "you did not provide a valid guess"
 
+    episode_settings = ("rows", "cols", "num_mines", "max_turns")
+    rows: int = 5
+    """The rows of the current episode's grid (the config's, or drawn)."""
+    cols: int = 5
+    """The columns of the current episode's grid (the config's, or drawn)."""
+    num_mines: int = 5
+    """The mines of the current episode (the config's, or drawn)."""
+    max_turns: int = 25
+
     def __init__(
         self,
         rows: int | None = 8,
@@ -129,11 +136,7 @@ class MinesweeperEnv(GameEnv[tuple[str, int, int]]):
         num_mines: int | None = 10,
         max_turns: int | None = 64,
     ) -> None:
-        self.config = MinesweeperConfig(rows, cols, num_mines, max_turns)
-        self.rows = rows if rows is not None else 5
-        self.cols = cols if cols is not None else 5
-        self.num_mines = num_mines if num_mines is not None else 5
-        self.max_turns = max_turns if max_turns is not None else 25
+        super().__init__(MinesweeperConfig(rows, cols, num_mines, max_turns))
         self.grid: list[int] = []
         self.revealed: list[bool] = []
         self.flags: list[bool] = []

@@ -83,8 +83,6 @@ class SokobanConfig(GameConfig):
                 f"num_boxes must be in 1..{(rows - 2) * (cols - 2) // 4} for a "
                 f"{rows}x{cols} room, got {self.num_boxes}"
             )
-        if self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
 class SokobanEnv(GameEnv[str]):
@@ -94,6 +92,13 @@ class SokobanEnv(GameEnv[str]):
 
     format_error_detail = "your submitted action is not valid"
 
+    episode_settings = ("dim_room", "max_turns", "num_boxes")
+    dim_room: tuple[int, int] = (6, 6)
+    """The (rows, cols) of the current episode's room (the config's, or a random preset's)."""
+    max_turns: int = 20
+    num_boxes: int = 2
+    """The boxes of the current episode (the config's, or a random preset's)."""
+
     def __init__(
         self,
         dim_room: tuple[int, int] | None = (6, 6),
@@ -102,10 +107,7 @@ class SokobanEnv(GameEnv[str]):
     ) -> None:
         if isinstance(dim_room, list):  # JSON and the CLI give lists
             dim_room = tuple(dim_room)
-        self.config = SokobanConfig(dim_room, max_turns, num_boxes)
-        self.dim_room = dim_room if dim_room is not None else (6, 6)
-        self.max_turns = max_turns if max_turns is not None else 20
-        self.num_boxes = num_boxes if num_boxes is not None else 2
+        super().__init__(SokobanConfig(dim_room, max_turns, num_boxes))
         self.walls: frozenset[int] = frozenset()
         self.targets: frozenset[int] = frozenset()
         self.boxes: frozenset[int] = frozenset()

@@ -180,8 +180,6 @@ class SudokuConfig(GameConfig):
             raise ConfigError(f"scale must be 4 or 9, got {self.scale}")
         if not 0 <= self.clues <= self.scale * self.scale:
             raise ConfigError(f"clues must be in 0..{self.scale**2}, got {self.clues}")
-        if self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
 class SudokuEnv(GameEnv[tuple[int, int, int]]):
@@ -191,16 +189,20 @@ class SudokuEnv(GameEnv[tuple[int, int, int]]):
 
     format_error_detail = "you did not provide a valid move"
 
+    episode_settings = ("clues", "max_turns", "scale")
+    clues: int = 6
+    """The given digits of the current episode's board (the config's, or a random preset's)."""
+    max_turns: int = 15
+    scale: int = 4
+    """The side of the current episode's board, 4 or 9 (the config's, or a random preset's)."""
+
     def __init__(
         self,
         clues: int | None = 31,
         max_turns: int | None = 100,
         scale: int | None = 9,
     ) -> None:
-        self.config = SudokuConfig(clues, max_turns, scale)
-        self.clues = clues if clues is not None else 6
-        self.max_turns = max_turns if max_turns is not None else 15
-        self.scale = scale if scale is not None else 4
+        super().__init__(SudokuConfig(clues, max_turns, scale))
         self.solution: list[int] = []
         self.board: list[int] = []
         self.init_num_empty = 0

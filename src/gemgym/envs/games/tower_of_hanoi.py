@@ -63,8 +63,6 @@ class TowerofHanoiConfig(GameConfig):
             return
         if not 1 <= self.num_disks <= 20:
             raise ConfigError(f"num_disks must be in 1..20, got {self.num_disks}")
-        if self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
 
 
 class TowerofHanoiEnv(GameEnv[tuple[int, int]]):
@@ -72,10 +70,13 @@ class TowerofHanoiEnv(GameEnv[tuple[int, int]]):
 
     config: TowerofHanoiConfig
 
+    episode_settings = ("num_disks", "max_turns")
+    num_disks: int = 3
+    """The disks of the current episode's tower (the config's, or a random preset's)."""
+    max_turns: int = 10
+
     def __init__(self, num_disks: int | None = 3, max_turns: int | None = 100) -> None:
-        self.config = TowerofHanoiConfig(num_disks, max_turns)
-        self.num_disks = num_disks if num_disks is not None else 3
-        self.max_turns = max_turns if max_turns is not None else 10
+        super().__init__(TowerofHanoiConfig(num_disks, max_turns))
         self.towers: list[list[int]] = [[], [], []]
         self._suffix = ""
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gemgym.core import excerpt, non_text_info
@@ -68,9 +68,6 @@ from gemgym.envs.games._common import (
     GameConfig,
     GameEnv,
     Step,
-    _describe,
-    _field_types,
-    _matches,
     last_boxed,
 )
 from gemgym.errors import ConfigError
@@ -108,7 +105,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 class WikiGameConfig(GameConfig):
     """Configuration (see the module docstring)."""
 
-    max_turns: int | None = 10
+    max_turns: int = 10
     min_distance: int | None = None
     max_distance: int | None = None
     variant: str = "noregrets"
@@ -117,7 +114,7 @@ class WikiGameConfig(GameConfig):
     page_summary_length: tuple[int, str] = (100, "characters")
 
     def __post_init__(self) -> None:
-        # GameConfig checks plain annotations; a mapping is checked here
+        # the keys of the mapping, before GameConfig's checks (the types, max_turns, validate())
         kwargs = self.trawler_kwargs
         if kwargs is not None and not (
             isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)
@@ -126,21 +123,9 @@ class WikiGameConfig(GameConfig):
         summary = self.page_summary_length
         if isinstance(summary, list):  # JSON and YAML configs give lists
             object.__setattr__(self, "page_summary_length", tuple(summary))
-        hints = _field_types(type(self))
-        for f in fields(self):
-            if f.name == "trawler_kwargs":
-                continue
-            value = getattr(self, f.name)
-            if not _matches(value, hints[f.name]):  # the games' one message (GameConfig's)
-                raise ConfigError(
-                    f"{f.name} must be {_describe(hints[f.name])}, got {value!r} "
-                    f"({type(value).__name__})"
-                )
-        self.validate()
+        super().__post_init__()
 
     def validate(self) -> None:
-        if self.max_turns is None or self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int, got {self.max_turns}")
         if self.variant not in VARIANTS:
             raise ConfigError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         lo, hi = self.min_distance, self.max_distance
@@ -165,7 +150,7 @@ class WikiGameEnv(GameEnv[str]):
 
     def __init__(
         self,
-        max_turns: int | None = 10,
+        max_turns: int = 10,
         min_distance: int | None = None,
         max_distance: int | None = None,
         variant: str = "noregrets",
@@ -175,16 +160,17 @@ class WikiGameEnv(GameEnv[str]):
     ) -> None:
         from gemgym.wiki.backends import make_backend
 
-        self.config = WikiGameConfig(
-            max_turns,
-            min_distance,
-            max_distance,
-            variant,
-            backend,
-            dict(trawler_kwargs) if trawler_kwargs is not None else None,
-            page_summary_length,
+        super().__init__(
+            WikiGameConfig(
+                max_turns,
+                min_distance,
+                max_distance,
+                variant,
+                backend,
+                dict(trawler_kwargs) if trawler_kwargs is not None else None,
+                page_summary_length,
+            )
         )
-        self.max_turns: int = self.config.max_turns or 10  # validated: a positive int
         self.backend: WikiBackend = make_backend(backend, self.config.trawler_kwargs)
         self.start_page: WikiPage | None = None
         self.target_page: WikiPage | None = None

@@ -180,8 +180,6 @@ class WordSearchConfig(GameConfig):
         return self.hardcore is None or self.max_turns is None or self.num_words is None
 
     def validate(self) -> None:
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
         if self.num_words is not None and not 1 <= self.num_words <= 30:
             raise ConfigError(f"num_words must be in 1..30 (or None), got {self.num_words}")
 
@@ -195,16 +193,19 @@ class WordSearchEnv(GameEnv[tuple[int, int, int, int]]):
         "you did not provide a valid guess in \\boxed{start_row start_col end_row end_col} format"
     )
 
+    episode_settings = ("max_turns", "num_words")
+    max_turns: int = 20
+    num_words: int = 5
+    """The words hidden in the current episode's grid (the config's, or a random preset's)."""
+
     def __init__(
         self,
         hardcore: bool | None = False,
         max_turns: int | None = 20,
         num_words: int | None = 5,
     ) -> None:
-        self.config = WordSearchConfig(hardcore, max_turns, num_words)
+        super().__init__(WordSearchConfig(hardcore, max_turns, num_words))
         self._drawn_hardcore = False
-        self.max_turns = max_turns if max_turns is not None else 20
-        self.num_words = num_words if num_words is not None else 5
         self.game_board: list[list[str]] = []
         self.placed_words: dict[str, Placement] = {}
         self.found_words: list[str] = []

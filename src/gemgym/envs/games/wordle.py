@@ -114,8 +114,6 @@ class WordleConfig(GameConfig):
             raise ConfigError(
                 f"word_length must be in {_MIN_LEN}..{_MAX_LEN} (or None), got {self.word_length}"
             )
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"max_turns must be a positive int (or None), got {self.max_turns}")
 
 
 class WordleEnv(GameEnv[str]):
@@ -127,15 +125,19 @@ class WordleEnv(GameEnv[str]):
 
     format_error_detail = "you did not provide a valid guess"
 
+    episode_settings = ("word_length", "max_turns")
+    word_length: int = 5
+    """The length of the current episode's word (the config's, or drawn)."""
+
     def __init__(
         self,
         word_length: int | None = 5,
         only_real_words: bool = True,
         max_turns: int | None = 20,
     ) -> None:
-        self.config = WordleConfig(word_length, only_real_words, max_turns)
-        self.word_length = word_length if word_length is not None else 5
-        self.max_turns = max_turns if max_turns is not None else 5 * self.word_length
+        super().__init__(WordleConfig(word_length, only_real_words, max_turns))
+        if max_turns is None:  # derived from the length (again at each reset)
+            self.max_turns = 5 * self.word_length
         self.secret_word = ""
         self.previous_guesses: set[str] = set()
         self.history: list[tuple[str, str]] = []
