@@ -33,7 +33,7 @@ if [[ "$DEVICE" == cuda* ]]; then
     "$PY" -c 'import torch; print("GPU:", torch.cuda.get_device_name(0), "torch", torch.__version__)'
 fi
 start=$(date +%s)
-timeout 470 "$PY" benchmarks/train_guess.py \
+timeout 470 "$PY" benchmarks/train_game.py \
     --env game:GuessTheNumber-v0-hard --runs rebn-g0.9:0 \
     --n-layer "$LAYERS" --n-embd "$WIDTH" --n-head "$HEADS" --n-positions 1024 \
     --episodes-per-update "$EPU" --sft-steps "$SFT_STEPS" --sft-lr 1e-3 \
