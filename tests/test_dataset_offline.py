@@ -15,6 +15,7 @@ import pytest
 
 from gemgym.envs import dataset as _dataset
 from gemgym.envs.dataset import DatasetSpec, DatasetWarning, load_items
+from helpers.extras import needs_module
 
 SPEC = DatasetSpec("GSM8K", "axon-rl/GSM-8k", sample="math/gsm8k.jsonl")
 
@@ -78,7 +79,7 @@ def test_online_asks_the_datasets_library_instead_of_probing(
 ) -> None:
     """Not offline: no probe of our own; ``datasets.load_dataset`` is asked, and when it fails
     (here: no route to the Hub) the sample is used, with the reason in the warning."""
-    pytest.importorskip("datasets")
+    needs_module("datasets", "datasets")
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
     for module in ("huggingface_hub.constants", "datasets.config"):  # imported by then: online

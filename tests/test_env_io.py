@@ -15,6 +15,7 @@ from gemgym.sandbox import Limits, RunRequest, RunResult, Sandbox
 from gemgym.sandbox.bwrap import bwrap_available
 from gemgym.sandbox.pool import PoolSandbox
 from gemgym.wrappers.tools import python_tool_wrapper
+from helpers.extras import needs_module
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 
@@ -67,7 +68,7 @@ def test_tools_make_a_light_env_block_and_a_blocking_env_stays_blocking() -> Non
 
 
 def test_reasoning_gym_and_openenv_envs_block() -> None:
-    pytest.importorskip("reasoning_gym")
+    needs_module("reasoning_gym", "rg")
     assert blocks_loop(gemgym.make("rg:basic_arithmetic"))
     from gemgym.integrations.openenv import OpenEnvEnv
 

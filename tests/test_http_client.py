@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("aiohttp")
+from helpers.extras import reason
+
+pytest.importorskip("aiohttp", reason=reason("openai", "could not import aiohttp"))
 
 from gemgym._http import (
     AsyncClient,

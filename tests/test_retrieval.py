@@ -26,7 +26,7 @@ from gemgym.retrieval import (
     write_corpus,
 )
 from gemgym.retrieval.corpus import build_stdlib_corpus
-from helpers.extras import skip_without
+from helpers.extras import needs_module, skip_without
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +239,7 @@ def test_server_answers_gem_single_query_with_a_flat_list(server: RetrievalServe
 
 
 def test_server_speaks_msgpack_as_gem_sends_it(server: RetrievalServer) -> None:
-    msgpack = pytest.importorskip("msgpack")
+    msgpack = needs_module("msgpack", "search")
     body = msgpack.packb({"queries": ["heap queue"], "topk": 1, "return_scores": True})
     # GEM posts raw msgpack bytes without a content type
     status, raw, ctype = _post(server.url, body, ctype="application/octet-stream")

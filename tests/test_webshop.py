@@ -38,8 +38,9 @@ from gemgym.envs.webshop.env import WebShopEnv, parse_webshop_action
 from gemgym.errors import ConfigError, DatasetError, UnknownParameterError
 from gemgym.experience import rollout, summarize
 from gemgym.testing import check_env
+from helpers.extras import needs_module, needs_package
 
-pytest.importorskip("bm25s")
+needs_module("bm25s", "search")
 
 IDS = [f"webshop:{s}-{m}" for s in ("train", "test") for m in ("html", "text", "text_rich")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -466,8 +467,8 @@ def test_option_and_fuzzy_matching() -> None:
 
 
 def test_token_set_ratio_equals_thefuzz() -> None:
-    fuzz = pytest.importorskip("rapidfuzz.fuzz")
-    utils = pytest.importorskip("rapidfuzz.utils")
+    fuzz = needs_package("rapidfuzz.fuzz", "rapidfuzz")
+    utils = needs_package("rapidfuzz.utils", "rapidfuzz")
     words = ["black", "red", "xl", "pack", "of", "12", "tea", "tree", "oil", "oils", "essential"]
     words += ["natural", "size", "10", "wide", "3", "x"]
     import random

@@ -17,6 +17,7 @@ from gemgym.compat.gem.envs.registration import ENV_REGISTRY, register
 from gemgym.compat.gem.utils.constants import TERMINAL_STATE
 from gemgym.compat.gem.utils.parsing import extract_last_boxed_answer
 from gemgym.errors import UnknownParameterError
+from helpers.extras import needs_module
 
 
 def test_unknown_kwargs_are_ignored_with_one_warning_each() -> None:
@@ -50,7 +51,7 @@ def test_seed_kwarg_seeds_the_first_reset_and_positional_seeds_work() -> None:
 
 
 def test_reasoning_gym_seed_is_the_dataset_seed() -> None:
-    pytest.importorskip("reasoning_gym")
+    needs_module("reasoning_gym", "rg")
     env = gem.make("rg:leg_counting", seed=10, size=int(1e9))
     assert env.unwrapped.gemgym_env.unwrapped.dataset_seed == 10
     obs, _ = env.reset()

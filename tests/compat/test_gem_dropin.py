@@ -12,6 +12,7 @@ import pytest
 
 import gemgym.compat.gem as gem
 from gemgym.compat.gem import GemCompatWarning
+from helpers.extras import needs_module
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +61,7 @@ def test_a_game_after_its_end_still_returns_the_end_without_reward() -> None:
 
 
 def test_env_dataset_is_a_hugging_face_dataset_with_gems_columns() -> None:
-    datasets = pytest.importorskip("datasets")
+    datasets = needs_module("datasets", "datasets")
     env = gem.make("qa:HotpotQA", dataset="sample")
     ds = env.dataset
     assert isinstance(ds, datasets.Dataset)

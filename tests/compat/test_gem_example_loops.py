@@ -17,6 +17,7 @@ from gemgym.compat.gem.utils.debug import (
     run_and_print_episode_with_random_selection,
 )
 from gemgym.compat.gem.wrappers.wrapper_factory import WRAPPER_FACTORY, get_wrapper_fns
+from helpers.extras import needs_module
 
 NUM_ENVS = 4
 GAME = "game:GuessTheNumber-v0-hard"
@@ -62,7 +63,7 @@ class Rl2EnvFunctions:
 @pytest.mark.parametrize(("game", "wrappers"), [(GAME, "concat"), ("rg:letter_counting", "")])
 def test_rl2_async_env_functions(game: str, wrappers: str) -> None:
     if game.startswith("rg:"):
-        pytest.importorskip("reasoning_gym")
+        needs_module("reasoning_gym", "rg")
     funcs = Rl2EnvFunctions(game, wrappers)
 
     async def episode(idx: int) -> tuple[int, float, str]:
@@ -161,7 +162,7 @@ def test_make_vec_async_with_wrappers_like_gems_test_game(
 def test_run_and_print_episode_on_a_reasoning_gym_vector(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pytest.importorskip("reasoning_gym")
+    needs_module("reasoning_gym", "rg")
     env = gem.make("rg:leg_counting", seed=10, size=int(1e9))
     run_and_print_episode(env, lambda _: "\\boxed{30}")
     venv = gem.make_vec(

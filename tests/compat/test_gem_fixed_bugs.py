@@ -11,6 +11,7 @@ import pytest
 
 import gemgym
 from gemgym.envs.reasoning_gym import permuted_index
+from helpers.extras import needs_module
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 500, 1001])
@@ -26,7 +27,7 @@ def test_permuted_index_is_a_seeded_permutation(n: int) -> None:
 
 
 def test_reasoning_gym_reset_is_constant_time_at_a_billion_items() -> None:
-    pytest.importorskip("reasoning_gym")
+    needs_module("reasoning_gym", "rg")
     env = gemgym.make("rg:leg_counting", size=10**9, dataset_seed=10)
     env.reset(seed=0)  # the first item of a task may load its data
     start = time.perf_counter()

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from tests.compat import gem_text_capture
 
+from helpers.extras import needs_module
+
 GEM_TEXT: dict[str, list[str] | str] = json.loads(
     (Path(__file__).parent / "data" / "gem_text.json").read_text(encoding="utf-8")
 )
@@ -62,7 +64,7 @@ def test_the_layer_shows_gems_text(name: str, monkeypatch: pytest.MonkeyPatch) -
     from gemgym.compat.gem import GemCompatWarning
 
     if name.startswith(("qa", "math", "vector")):
-        pytest.importorskip("datasets")
+        needs_module("datasets", "datasets")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GemCompatWarning)  # GEM's use_mp=: ignored, as intended

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-pytest.importorskip("mcp")
+from helpers.extras import reason
+
+pytest.importorskip("mcp", reason=reason("mcp", "could not import mcp"))
 
 from gemgym.compat.gem.tools.mcp_server.time_mcp import (
     _moment_to_strftime,

@@ -16,7 +16,7 @@ from gemgym.compat.gem.tools.base_tool import BaseTool
 from gemgym.compat.gem.tools.search_tool import SearchTool
 from gemgym.compat.gem.tools.tool_env_wrapper import ToolEnvWrapper
 from gemgym.sandbox.bwrap import bwrap_available
-from helpers.extras import skip_without
+from helpers.extras import needs_module, skip_without
 from helpers.net import free_port, wait_for_port
 
 
@@ -148,7 +148,7 @@ def retriever_url() -> Iterator[str]:
 
 @skip_without("search")  # the server builds a BM25 index
 def test_gems_search_request_gets_gems_answer(retriever_url: str) -> None:
-    msgpack = pytest.importorskip("msgpack")
+    msgpack = needs_module("msgpack", "search")
     # exactly what GEM's SearchTool posts: raw MessagePack bytes, no content type
     body = msgpack.packb({"query": "heap queue", "topk": 2, "return_scores": True})
     request = urllib.request.Request(retriever_url, data=body, method="POST")
@@ -179,7 +179,7 @@ def test_layer_search_tool_in_a_gem_episode(retriever_url: str) -> None:
 
 
 def test_mcp_tool_gem_constructors() -> None:
-    pytest.importorskip("mcp")
+    needs_module("mcp", "mcp")
     from gemgym.compat.gem.tools.mcp_tool import MCPTool
 
     params = {"command": sys.executable, "args": ["-m", "gemgym.tools.mcp_servers.example"]}

@@ -25,6 +25,7 @@ from gemgym.episodes import (
 from gemgym.errors import ConfigError, GradingError, ModelUnavailableError, ToolError
 from gemgym.vector import make_vec
 from helpers.envs import CountingEnv
+from helpers.extras import needs_module
 
 ENV = "game:GuessTheNumber-v0-hard"
 
@@ -261,7 +262,7 @@ def test_the_collector_leaves_failed_episodes_out_unless_asked() -> None:
 
 
 def test_the_trainer_flag_keeps_failed_episodes() -> None:
-    pytest.importorskip("torch")
+    needs_module("torch", "llm")
     import argparse
 
     from gemgym.cli.train import add_arguments, config_from_args

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from gemgym.cli import main
+from helpers.extras import needs_module, needs_package
 
-pytest.importorskip("transformers")
-pytest.importorskip("tokenizers")
+needs_module("transformers", "llm")
+needs_module("tokenizers", "llm")
 
 
 @pytest.mark.slow
@@ -38,8 +39,8 @@ def test_eval_with_the_transformers_backend(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_eval_against_transformers_serve_with_the_tiny_model(tmp_path: Path) -> None:
     """A real OpenAI-compatible server (``transformers serve``) with the tiny model."""
-    pytest.importorskip("fastapi")
-    pytest.importorskip("uvicorn")
+    needs_package("fastapi", '"transformers[serving]"')
+    needs_package("uvicorn", '"transformers[serving]"')
     from gemgym.llm.testing import build_tiny_chat_model
     from helpers.net import transformers_serve
 

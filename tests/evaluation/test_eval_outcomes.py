@@ -20,7 +20,7 @@ import pytest
 import gemgym
 from gemgym.cli import main
 from helpers.envs import FaultyEnv
-from helpers.extras import skip_without
+from helpers.extras import needs_module, skip_without
 from helpers.net import free_port
 from helpers.scripted_server import ScriptedChatServer
 
@@ -240,7 +240,7 @@ def test_eval_rescore_and_compare_have_their_own_help(capsys: Any, word: str, us
 def test_oracle_on_an_env_without_an_expert_is_a_one_line_error(
     tmp_path: Path, capsys: Any
 ) -> None:
-    pytest.importorskip("textarena")
+    needs_module("textarena", "ta")
     args = ["ta:GuessTheNumber-v0", "--agent", "oracle", "--quiet"]
     assert main(["eval", *args, "--tasks", "1", "--out", str(tmp_path / "run")]) == 2
     assert main(["run", *args, "--episodes", "1"]) == 2

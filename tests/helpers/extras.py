@@ -5,6 +5,7 @@ The reason always reads ``needs pip install "gemgym[EXTRA]"``: ``tests/_skip_gua
 the extra from it, so a CI run that requires the extra fails instead of skipping.
 
 * module level: ``needs_extra("rg")`` (or ``ray = needs_module("ray", "ray")`` to get the module);
+  a package that no gemgym extra installs: ``needs_package("rapidfuzz.fuzz", "rapidfuzz")``;
 * parametrised env ids: ``env_params(ids)``, each id that needs a missing extra marked skip
   (the registry knows each env's extra: :attr:`gemgym.EnvSpec.extra`);
 * everywhere else (tests/conftest.py loads :class:`SkipMissingExtras`): a test or fixture that
@@ -35,6 +36,7 @@ __all__ = [
     "missing_extra",
     "needs_extra",
     "needs_module",
+    "needs_package",
     "reason",
     "skip_without",
 ]
@@ -94,6 +96,7 @@ def extra_installed(extra: str) -> bool:
 
 def needs_extra(*extras: str, what: str = "") -> None:
     """Skip the calling module (or test) unless every one of ``extras`` is installed."""
+    __tracebackhide__ = True  # the skip is reported at the caller's line, not here
     for extra in extras:
         if not extra_installed(extra):
             pytest.skip(reason(extra, what), allow_module_level=True)
@@ -101,7 +104,17 @@ def needs_extra(*extras: str, what: str = "") -> None:
 
 def needs_module(module: str, extra: str) -> ModuleType:
     """``pytest.importorskip(module)`` with the reason naming ``extra``; returns the module."""
+    __tracebackhide__ = True
     return pytest.importorskip(module, reason=reason(extra, f"could not import {module}"))
+
+
+def needs_package(module: str, install: str) -> ModuleType:
+    """``pytest.importorskip(module)`` for a package that no gemgym extra installs, the reason
+    naming what to install (``install``: the arguments of ``pip install``)."""
+    __tracebackhide__ = True
+    return pytest.importorskip(
+        module, reason=f"needs pip install {install} (could not import {module})"
+    )
 
 
 def skip_without(*extras: str) -> pytest.MarkDecorator:
@@ -184,4 +197,6 @@ class SkipMissingExtras:
             if found is None:
                 raise
             extra, message = found
-            pytest.skip(reason(extra, message.split("; ", 1)[0]))
+            skip = pytest.skip.Exception(reason(extra, message.split("; ", 1)[0]))
+            skip._use_item_location = True  # reported at the test, as a skip mark's are
+            raise skip from e

@@ -25,10 +25,14 @@ from typing import Any, ClassVar
 
 import pytest
 
+from helpers.extras import needs_module, reason
+
 from . import _oat_standins
 
-pytest.importorskip("oat.types", reason="needs Oat: scripts/install-oat (docs/integrations.md)")
-pytest.importorskip("deepspeed", reason='needs "gemgym[oat]"')
+needs_module("deepspeed", "oat")
+pytest.importorskip(
+    "oat.types", reason=reason("oat", "then Oat itself: scripts/install-oat, docs/integrations.md")
+)
 pytestmark = pytest.mark.oat
 
 import torch  # noqa: E402

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openenv.core.env_server", reason='needs pip install "gemgym[openenv]"')
+from helpers.extras import needs_module
+
+needs_module("openenv.core.env_server", "openenv")
 pytestmark = pytest.mark.openenv
 
 import httpx  # noqa: E402

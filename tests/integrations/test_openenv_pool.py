@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openenv.core.env_server", reason='needs pip install "gemgym[openenv]"')
+from helpers.extras import needs_module
+
+needs_module("openenv.core.env_server", "openenv")
 pytestmark = pytest.mark.openenv
 
 from gemgym.episodes import Action, ActRequest, Engine, EnvSource, Episode, EpisodeSpec  # noqa: E402

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openrlhf.utils.agent", reason='needs pip install "gemgym[openrlhf]"')
+from helpers.extras import needs_module
+
+needs_module("openrlhf.utils.agent", "openrlhf")
 pytestmark = pytest.mark.openrlhf
 
 from gemgym.integrations.common import TextEpisode, resolve_envs  # noqa: E402

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tinker_cookbook", reason='needs pip install "gemgym[tinker]"')
+from helpers.extras import needs_module
+
+needs_module("tinker_cookbook", "tinker")
 pytestmark = pytest.mark.tinker
 
 from tinker_cookbook.rl.data_processing import (  # noqa: E402

@@ -8,7 +8,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-pytest.importorskip("trl", reason='needs pip install "gemgym[trl]"')
+from helpers.extras import needs_module
+
+needs_module("trl", "trl")
 pytestmark = [
     pytest.mark.trl,
     pytest.mark.filterwarnings("ignore::UserWarning"),

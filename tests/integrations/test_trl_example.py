@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("trl", reason='needs pip install "gemgym[trl]"')
+from helpers.extras import needs_module
+
+needs_module("trl", "trl")
 pytestmark = [pytest.mark.trl, pytest.mark.slow]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl" / "train.py"

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verifiers.v1", reason='needs pip install "gemgym[verifiers]"')
+from helpers.extras import needs_module
+
+needs_module("verifiers.v1", "verifiers")
 VLLM_PYTHON = os.environ.get("GEMGYM_VLLM_PYTHON")
 pytestmark = [
     pytest.mark.verifiers,

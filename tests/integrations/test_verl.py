@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("verl.experimental.agent_loop.agent_loop", reason='needs "gemgym[verl]"')
+from helpers.extras import needs_module
+
+needs_module("verl.experimental.agent_loop.agent_loop", "verl")
 pytestmark = pytest.mark.verl
 
 from omegaconf import OmegaConf  # noqa: E402

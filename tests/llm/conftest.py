@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
+from helpers.extras import needs_module
+
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """A model directory per template family (``chatml``, ``qwen2``, ``qwen3``, ``llama3``)."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("tokenizers")
+    torch = needs_module("torch", "llm")
+    needs_module("transformers", "llm")
+    needs_module("tokenizers", "llm")
     from gemgym.llm.testing import TEMPLATE_FAMILIES, build_tiny_chat_model
 
     # tiny models run fastest on one thread (the machine's cores are shared)

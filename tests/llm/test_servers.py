@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("aiohttp")
+from helpers.extras import needs_module, needs_package, reason
+
+pytest.importorskip("aiohttp", reason=reason("llm-server", "could not import aiohttp"))
 
 from gemgym.errors import ConfigError
 from gemgym.llm.backend import GenerationRequest, LLMBackend, SamplingParams
@@ -486,8 +488,8 @@ def play_guess_the_number(backend: Any, episodes: int, sampling: SamplingParams)
 def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
     """A real ``transformers serve`` with the tiny chat model: episodes played through the
     completions API are recorded as re-tokenised, their ids the tokenizer's of the text."""
-    pytest.importorskip("fastapi")
-    pytest.importorskip("uvicorn")
+    needs_package("fastapi", '"transformers[serving]"')
+    needs_package("uvicorn", '"transformers[serving]"')
     from transformers import AutoTokenizer
 
     from gemgym.llm.testing import build_tiny_chat_model
@@ -514,7 +516,7 @@ def test_transformers_serve_through_the_rollout_engine(tmp_path: Path) -> None:
 # -- through the rollout engine ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def chat_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    pytest.importorskip("transformers")
+    needs_module("transformers", "llm")
     from transformers import AutoTokenizer
 
     from gemgym.llm.testing import build_tiny_chat_model

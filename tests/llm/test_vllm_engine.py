@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from helpers.extras import needs_module
+
 needs_vllm_python = pytest.mark.skipif(
     not os.environ.get("GEMGYM_VLLM_PYTHON"),
     reason="set GEMGYM_VLLM_PYTHON to a Python with vLLM to run the vLLM engine test",
 )
 
-pytest.importorskip("transformers")
+needs_module("transformers", "llm")
 
 from gemgym.llm import TokenEpisode  # noqa: E402
 from gemgym.llm.testing import build_tiny_chat_model  # noqa: E402

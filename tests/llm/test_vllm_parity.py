@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.extras import needs_module
+
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(
@@ -21,8 +23,8 @@ pytestmark = [
     ),
 ]
 
-pytest.importorskip("aiohttp")
-pytest.importorskip("transformers")
+needs_module("aiohttp", "llm-server")
+needs_module("transformers", "llm")
 
 
 def test_vllm_greedy_ids_and_logprobs_match_the_transformers_backend() -> None:

@@ -14,9 +14,10 @@ import gemgym
 from gemgym.agents import BaseAgent, OpenAIAgent
 from gemgym.errors import ConfigError
 from gemgym.multiagent import agent_policy
+from helpers.extras import needs_module
 from helpers.scripted_server import ScriptedChatServer
 
-pytest.importorskip("aiohttp")  # OpenAIAgent's HTTP client (gemgym[openai])
+needs_module("aiohttp", "openai")  # OpenAIAgent's HTTP client (gemgym[openai])
 
 
 def _kuhn_reply(body: dict[str, Any]) -> str:
@@ -46,7 +47,7 @@ def test_an_openai_opponent_rolls_out_in_every_backend(
     server: ScriptedChatServer, backend: str
 ) -> None:
     if backend == "ray":
-        pytest.importorskip("ray")
+        needs_module("ray", "ray")
     before = len(server.requests)
     opponent = agent_policy(OpenAIAgent(model="m", base_url=server.url, max_retries=0))
     venv = gemgym.make_vec(

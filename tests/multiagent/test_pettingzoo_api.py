@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pettingzoo")
+from helpers.extras import reason
+
+pytest.importorskip("pettingzoo", reason=reason("multiagent", "could not import pettingzoo"))
 
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 

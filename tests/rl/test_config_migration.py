@@ -25,6 +25,7 @@ from gemgym.rl.trainer.config import (
     config_from_dict,
     migrate_flat_config,
 )
+from helpers.extras import needs_module
 
 DATA = Path(__file__).parent / "data" / "legacy_flat"
 
@@ -96,8 +97,8 @@ def _weights_sha(state: dict[str, Any]) -> str:
 
 @pytest.mark.filterwarnings("ignore::gemgym.rl.trainer.FormatErrorWarning")
 def test_the_old_checkpoint_resumes_to_what_the_old_code_gave(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+    torch = needs_module("torch", "train")
+    needs_module("transformers", "train")
     from gemgym.rl.trainer import Trainer, config_from_checkpoint
 
     expected = json.loads((DATA / "resumed_to_3.json").read_text())
@@ -124,8 +125,8 @@ def test_the_old_checkpoint_resumes_to_what_the_old_code_gave(tmp_path: Path) ->
 
 
 def test_an_old_checkpoint_with_other_model_settings_is_refused(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+    needs_module("torch", "train")
+    needs_module("transformers", "train")
     from gemgym.rl.trainer import Trainer, config_from_checkpoint
 
     out = tmp_path / "run"
@@ -141,8 +142,8 @@ def test_an_old_checkpoint_with_other_model_settings_is_refused(tmp_path: Path) 
 def test_the_old_checkpoint_resumes_from_the_command_line(tmp_path: Path) -> None:
     """``gemgym train --config`` with the migrated settings, as a user would after the
     change: the flags of the old command still parse to the checkpoint's config."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+    needs_module("torch", "train")
+    needs_module("transformers", "train")
     import argparse
 
     from gemgym.cli.train import add_arguments, config_from_args

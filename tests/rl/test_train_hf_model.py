@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from helpers.extras import needs_module, reason
+
+pytest.importorskip("torch", reason=reason("train", "could not import torch"))
+pytest.importorskip("transformers", reason=reason("train", "could not import transformers"))
 
 import torch
 
@@ -146,7 +148,7 @@ def test_episodes_it_did_not_play_are_rendered_with_the_chat_template(model_dir:
 def test_lora_trains_adapters_only_and_saves_the_merged_model(
     model_dir: Path, tmp_path: Path
 ) -> None:
-    pytest.importorskip("peft")
+    needs_module("peft", "peft")
     cfg = TrainConfig.from_flags(
         env_id=ENV,
         model=str(model_dir),

@@ -11,8 +11,10 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from helpers.extras import needs_module
+
+torch = needs_module("torch", "train")
+needs_module("transformers", "train")
 
 from gemgym.core import Env  # noqa: E402
 from gemgym.errors import GemGymError  # noqa: E402

@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from helpers.extras import needs_module
+
+torch = needs_module("torch", "train")
+needs_module("transformers", "train")
 
 from gemgym.agents import make_agent  # noqa: E402
 from gemgym.experience import rollout, write_jsonl  # noqa: E402

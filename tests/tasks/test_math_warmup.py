@@ -17,8 +17,9 @@ from gemgym.envs.math import MathEnv
 from gemgym.errors import GradingError
 from gemgym.grading import math as grading_math, pool as pool_module
 from gemgym.grading.pool import GradingPool, default_pool
+from helpers.extras import needs_module
 
-pytest.importorskip("math_verify")
+needs_module("math_verify", "math")
 
 
 def _alive(pid: int) -> bool:

@@ -9,8 +9,9 @@ import pytest
 import gemgym
 from gemgym.envs.dataset import TERMINAL_STATE, DatasetEnv
 from gemgym.envs.reasoning_gym import ReasoningGymEnv
+from helpers.extras import needs_module
 
-pytest.importorskip("reasoning_gym")
+needs_module("reasoning_gym", "rg")
 
 
 def _env(size: int = 7) -> ReasoningGymEnv:

@@ -20,6 +20,7 @@ from gemgym.errors import (
     UnknownParameterError,
 )
 from gemgym.sandbox.bwrap import bwrap_available
+from helpers.extras import needs_module
 
 needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
 
@@ -231,7 +232,7 @@ def _tb1_task(root: Path) -> Path:
 
 
 def test_loader_reads_terminal_bench_1_layout(tmp_path: Path) -> None:
-    pytest.importorskip("yaml")
+    needs_module("yaml", "terminal")
     _write_task(tmp_path / "suite", "b-task")
     one = _tb1_task(tmp_path / "suite")
     tasks = load_tasks(tmp_path / "suite")

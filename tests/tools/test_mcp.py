@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp")
+from helpers.extras import reason
+
+pytest.importorskip("mcp", reason=reason("mcp", "could not import mcp"))
 
 from gemgym.errors import ClosedError, ConfigError, ToolError
 from gemgym.tools.base import ToolCall, ToolResult

@@ -14,6 +14,7 @@ from gemgym.sandbox.base import Limits, RunRequest, RunResult, Sandbox
 from gemgym.tools.base import DEFAULT_MAX_OUTPUT_CHARS, ToolCall, truncate_output
 from gemgym.tools.python import PythonTool
 from gemgym.tools.search import SearchTool
+from helpers.extras import needs_module
 
 CUT = re.compile(r"\[\.\.\. ([\d,]+) characters cut \.\.\.\]")
 
@@ -109,7 +110,7 @@ def test_search_tool_cuts_long_documents_inside_the_information_block() -> None:
 
 
 def test_mcp_tool_cuts_long_results_inside_the_tool_response() -> None:
-    pytest.importorskip("mcp")
+    needs_module("mcp", "mcp")
     from gemgym.tools.mcp import MCPTool
 
     example = [sys.executable, "-m", "gemgym.tools.mcp_servers.example"]

@@ -20,6 +20,7 @@ from gemgym.retrieval import (
     sample_corpus_path,
 )
 from gemgym.tools.search import SearchTool, format_documents
+from helpers.extras import needs_module
 
 DOCS = [
     Document("0", "Paris", "Paris is the capital and largest city of France."),
@@ -115,7 +116,7 @@ def test_search_through_the_server_matches_in_process(
 
 
 def test_msgpack_encoding_as_gem_sends_it(server: RetrievalServer) -> None:
-    pytest.importorskip("msgpack")
+    needs_module("msgpack", "search")
     tool = SearchTool(server.url, encoding="msgpack")
     result = tool.execute(tool.parse("<search>Danube</search>"))  # type: ignore[arg-type]
     assert result.ok and "Doc 1(Title: Danube)" in result.observation

@@ -12,8 +12,9 @@ import pytest
 
 import gemgym
 from helpers.envs import register_bench_envs, worker_pythonpath
+from helpers.extras import needs_module
 
-ray = pytest.importorskip("ray")
+ray = needs_module("ray", "ray")
 pytestmark = pytest.mark.slow  # starting Ray takes 4-20 s on 2 busy cores
 
 IDS = ["game:GuessTheNumber-v0-hard", "bench:CpuBound-v0", "game:GuessTheNumber-v0-easy"] * 2

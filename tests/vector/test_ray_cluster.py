@@ -17,9 +17,10 @@ import pytest
 
 from gemgym.episodes import Action, ActRequest, Engine, EnvSource, Episode, EpisodeSpec
 from helpers.envs import worker_pythonpath
+from helpers.extras import needs_module
 
-ray = pytest.importorskip("ray")
-cluster_utils = pytest.importorskip("ray.cluster_utils")
+ray = needs_module("ray", "ray")
+cluster_utils = needs_module("ray.cluster_utils", "ray")
 pytestmark = pytest.mark.slow  # three Ray nodes start in about 15 s on 2 busy cores
 
 GUESS = "game:GuessTheNumber-v0-easy"
