@@ -101,7 +101,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gemgym.episodes.outcomes import derive_seed
-from gemgym.errors import ConfigError, GemGymError
+from gemgym.errors import ConfigError, GemGymError, missing_dependency
 from gemgym.experience import Episode, read_jsonl
 from gemgym.options import dumps_toml
 from gemgym.rl.collector import Batch
@@ -194,7 +194,10 @@ class Trainer:
     """
 
     def __init__(self, config: TrainConfig, *, log: Callable[[str], None] | None = None) -> None:
-        import torch
+        try:
+            import torch
+        except ImportError as e:
+            raise missing_dependency(e.name or "torch", "train") from e
 
         config.validate()
         _check_input_files(config)

@@ -17,9 +17,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-from torch import nn
-from torch.nn import functional as F
+from gemgym.errors import missing_dependency
+
+try:
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+except ImportError as e:
+    raise missing_dependency(e.name or "torch", "train") from e
 
 __all__ = ["KVBuffer", "TinyGPT", "TinyGPTConfig"]
 

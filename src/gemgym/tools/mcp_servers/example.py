@@ -30,8 +30,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from gemgym.errors import missing_dependency
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError as e:
+    raise missing_dependency(e.name or "mcp", "mcp") from e
 
 __all__ = ["build_server", "evaluate", "main"]
 
