@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from gemgym.errors import ConfigError, EnvLostError, UnknownParameterError
 from gemgym.testing import check_env
 from gemgym.wiki.backends import InProcessBackend, KiwixBackend, MediaWikiBackend
 from gemgym.wiki.pages import WikiPage, load_pages, parse_html, render_html
+from helpers.extras import needs_module
 
 IDS = ("game:WikiGame-v0-easy", "game:WikiGame-v0-hard")
 REPO = Path(__file__).resolve().parents[2]
@@ -319,7 +321,7 @@ def test_in_process_backend() -> None:
 
 # -- kiwix-serve on loopback over the ZIM built by scripts/build_wiki_zim.py ----------------------
 def _need_kiwix() -> None:
-    pytest.importorskip("libzim", reason="needs libzim: pip install 'gemgym[wiki]'")
+    needs_module("libzim", "wiki")
     if shutil.which("kiwix-serve") is None:
         pytest.skip("kiwix-serve is not installed (Debian: apt-get install kiwix-tools)")
 
@@ -499,7 +501,7 @@ def test_gemgym_serve_wiki(zim: Path, tmp_path: Path) -> None:
 def test_the_shipped_file_is_well_formed() -> None:
     rows = [
         json.loads(line)
-        for line in (REPO / "src/gemgym/wiki/data/pydocs_pages.jsonl").read_text().splitlines()
+        for line in (files("gemgym") / "wiki/data/pydocs_pages.jsonl").read_text().splitlines()
     ]
     assert [r["title"] for r in rows] == list(PAGES.titles)
     assert all(set(r) == {"title", "path", "source", "text", "links"} for r in rows)

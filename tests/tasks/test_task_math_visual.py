@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 
 import gemgym
 from gemgym.core import MultimodalObservation
@@ -26,9 +26,7 @@ def test_each_reset_advances_one_item_and_image_bytes_work() -> None:
     env = gemgym.make("math:Geometry3K", dataset="sample")
     seen = [env.reset(seed=1)[1]["index"]] + [env.reset()[1]["index"] for _ in range(2)]
     assert sorted(seen) == [0, 1, 2]  # GEM skipped every other item
-    png = (
-        Path(__file__).parents[2] / "src/gemgym/envs/data/images/geometry/rectangle.png"
-    ).read_bytes()
+    png = (files("gemgym") / "envs/data/images/geometry/rectangle.png").read_bytes()  # shipped
     rows = [{"problem": "area?", "answer": "15", "images": [png]}]
     obs, _ = MathVisualEnv(dataset=rows).reset(seed=0)
     assert obs.images[0].data == png
