@@ -253,3 +253,56 @@ def test_the_trainers_messages_name_settings_and_train_shows_its_flags() -> None
     assert "(--n-positions)" in str(seen[0].message)
     args = _parse("train", ENV_ID, "--config", "c.toml")
     assert "(policy.n_positions (--n-positions))" in _cli_text(text, args)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "Fix the env or the policy (rl.keep_errors trains on failed episodes anyway)",
+            "Fix the env or the policy (--keep-errors trains on failed episodes anyway)",
+        ),
+        (
+            "an SFT warm start on recorded episodes (sft.path: a JSONL file from `gemgym run ... "
+            "--out FILE.jsonl`) or a checkpoint's weights (sft.init_checkpoint).",
+            "an SFT warm start on recorded episodes (--sft: a JSONL file from `gemgym run ... "
+            "--out FILE.jsonl`) or a checkpoint's weights (--init).",
+        ),
+        (
+            "RL gets what is left (sft.steps sets SFT's share)",
+            "RL gets what is left (--sft-steps sets SFT's share)",
+        ),
+        (
+            " (none: give a larger run.time_budget_s or fewer sft.steps)",
+            " (none: give a larger --time-budget or fewer --sft-steps)",
+        ),
+    ],
+)
+def test_the_trainers_other_settings_show_as_train_flags(text: str, shown: str) -> None:
+    """The settings the trainer's run messages name (failed episodes, the warm start, the
+    time budget's split) are ``gemgym train``'s flags there."""
+    from gemgym.cli.train import _cli_error, _cli_text
+    from gemgym.errors import GemGymError
+
+    assert "--keep-errors" not in text and "--sft" not in text and "--time-budget" not in text
+    args = _parse("train", ENV_ID, "--updates", "1")
+    assert _cli_text(text, args) == shown
+    error = _cli_error(GemGymError(text), args)
+    assert type(error) is GemGymError and str(error) == shown
+
+
+def test_trainer_run_parameters_show_as_train_flags_in_its_errors() -> None:
+    from gemgym.cli.train import _cli_error
+    from gemgym.errors import ConfigError
+
+    args = _parse("train", ENV_ID, "--updates", "1")
+    text = (
+        "nothing to resume: out/checkpoint.pt does not exist. Give the run.out_dir of the run "
+        "to continue, or drop resume to start a new run"
+    )
+    error = _cli_error(ConfigError(text), args)
+    assert isinstance(error, ConfigError)
+    assert str(error) == (
+        "nothing to resume: out/checkpoint.pt does not exist. Give the --out of the run "
+        "to continue, or drop resume (--resume) to start a new run"
+    )

@@ -195,10 +195,12 @@ def test_resume_with_nothing_to_resume_is_an_error(
     assert main(["train", ENV, *RUN, "--updates", "1", "--out", str(out), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "nothing to resume" in err and str(out / "checkpoint.pt") in err
+    assert "drop resume (--resume) to start a new run" in err
     assert "Traceback" not in err and not (out / "curves.csv").exists()
     cfg = TrainConfig.from_flags(out=str(out), updates=1, n_layer=1, n_embd=16, n_head=2)
-    with pytest.raises(ConfigError, match="nothing to resume"):
+    with pytest.raises(ConfigError, match="nothing to resume") as info:
         Trainer(cfg).run(resume=True)
+    assert "run.out_dir" in str(info.value) and "--" not in str(info.value)
     # "auto" (scripts that rerun): a new run when there is nothing to resume
     cfg.eval.episodes = 0
     assert Trainer(cfg).run(resume="auto")["updates"] == 1

@@ -157,6 +157,9 @@ def test_an_update_whose_every_episode_failed_stops_with_the_first_error(
 ) -> None:
     _Breaks.fail = {-1}
     trainer = Trainer(_config(tmp_path))
-    with pytest.raises(GemGymError, match=r"every episode of update 1 failed; the first at step"):
+    with pytest.raises(
+        GemGymError, match=r"every episode of update 1 failed; the first at step"
+    ) as e:
         trainer.run()
+    assert "(rl.keep_errors trains on failed episodes anyway)" in str(e.value)
     trainer.close()

@@ -64,8 +64,10 @@ def test_a_batch_of_only_format_errors_warns_once_and_the_run_counts_them(tmp_pa
     # an untrained model writes no valid guess: every batch is format errors, every return -0.1
     lines: list[str] = []
     trainer = Trainer(_config(tmp_path, updates=3), log=lines.append)
-    with pytest.warns(FormatErrorWarning, match="nothing to learn from.*--sft") as caught:
+    with pytest.warns(FormatErrorWarning, match=r"nothing to learn from.*sft\.path") as caught:
         trainer.run()
+    message = str(next(w for w in caught if w.category is FormatErrorWarning).message)
+    assert "sft.init_checkpoint" in message and "(--" not in message  # settings, not flags
     assert len([w for w in caught if w.category is FormatErrorWarning]) == 1  # not every update
     assert all(
         r["success"] == 0.0 and r["mean_return"] == pytest.approx(-0.1) for r in trainer.rows

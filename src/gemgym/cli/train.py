@@ -33,8 +33,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gemgym.cli.shared import ENV, EPISODES, OUTPUT, TITLES
-from gemgym.errors import ConfigError
+from gemgym.cli.shared import ENV, EPISODES, OUTPUT, TITLES, names_as_flags
+from gemgym.errors import ConfigError, GemGymError
 from gemgym.options import (
     Option,
     add_option_groups,
@@ -108,9 +108,22 @@ def _cli_text(text: str, args: argparse.Namespace) -> str:
     return flags_in_message(text, OPTIONS, keep_names=keep_names)
 
 
-def _cli_error(e: ConfigError, args: argparse.Namespace) -> ConfigError:
-    """``e`` with the parameters it names written as this command's flags."""
-    return ConfigError(_cli_text(str(e), args))
+RUN_PARAMETERS = {"resume": "--resume"}
+"""The parameters of :meth:`Trainer.run <gemgym.rl.trainer.Trainer.run>` its errors name,
+and this command's flags for them."""
+
+
+def _cli_error(e: GemGymError, args: argparse.Namespace) -> GemGymError:
+    """``e`` (an error of the trainer or its config) with the settings and the parameters of
+    :meth:`Trainer.run` it names written as this command's flags; of the same class when that
+    class takes a message alone."""
+    text = names_as_flags(_cli_text(str(e), args), RUN_PARAMETERS, last=True)
+    if text == str(e):
+        return e
+    try:
+        return type(e)(text)
+    except TypeError:  # a class made from more than a message
+        return GemGymError(text)
 
 
 @contextlib.contextmanager
@@ -188,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"resume with:\n  {resume_command(cfg)}", file=sys.stderr)
         print(f"or:\n  gemgym train --config {trainer.config_path} --resume", file=sys.stderr)
         return stop.exit_status
-    except ConfigError as e:
+    except GemGymError as e:
         raise _cli_error(e, args) from None
     ev = final.get("eval", {})
     print(

@@ -8,7 +8,7 @@ advantages (:func:`~gemgym.rl.compute_advantages`), broadcasts them to the token
 .. math:: L = -\\frac{1}{N} \\sum_{\\text{action tokens } j} A_{t(j)} \\log \\pi(x_j \\mid x_{<j}).
 
 Episodes that fail (their env or the policy raised: ``finish_reason == "error"``) are left out of
-the batch unless ``rl.keep_errors`` (``--keep-errors``): the rest of a failed episode's group stays,
+the batch unless ``rl.keep_errors``: the rest of a failed episode's group stays,
 and group estimators (GRPO, Dr. GRPO, RLOO, ReBN per group) baseline it on the episodes left;
 the curve row's ``errors`` counts them and its ``success`` counts them as failures. An update
 whose every episode failed stops the run with the first failure.
@@ -286,7 +286,7 @@ class Trainer:
             "seed": cfg.run.seed,
             "device": self.device,
         }
-        if isinstance(self.codec, HFCodec):  # --model: sampled through gemgym.llm
+        if isinstance(self.codec, HFCodec):  # policy.model: sampled through gemgym.llm
             return hf_policy.ChatPolicy(
                 model, self.codec, system_prompt=cfg.policy.system_prompt, **common
             )
@@ -408,7 +408,7 @@ class Trainer:
             why = "" if first is None else f"; the first at {first.error_stage}: {first.error}"
             raise GemGymError(
                 f"every episode of update {self.update + 1} failed{why}. Fix the env or the "
-                "policy (keep_errors / --keep-errors trains on failed episodes anyway)"
+                "policy (rl.keep_errors trains on failed episodes anyway)"
             )
         if cfg.optim.warmup_updates or cfg.optim.lr_schedule != "constant":
             self.learner.set_learning_rate(self.learning_rate())
@@ -466,8 +466,8 @@ class Trainer:
                 f"update {self.update}: every episode of the batch ended in a format error (the "
                 "env could not read the policy's action), so all returns are the same and there "
                 "is nothing to learn from. Start from a policy that writes valid actions: an SFT "
-                "warm start on recorded episodes (--sft FILE.jsonl, from `gemgym run ... --out "
-                "FILE.jsonl`) or a checkpoint (--init)."
+                "warm start on recorded episodes (sft.path: a JSONL file from `gemgym run ... "
+                "--out FILE.jsonl`) or a checkpoint's weights (sft.init_checkpoint)."
             )
             warnings.warn(message, FormatErrorWarning, stacklevel=3)
 
@@ -586,7 +586,7 @@ class Trainer:
         elif resume is True:
             raise ConfigError(
                 f"nothing to resume: {self.checkpoint_path} does not exist. Give the run.out_dir "
-                "of the run to continue, or drop resume (--resume) to start a new run"
+                "of the run to continue, or drop resume to start a new run"
             )
         self.write_config()
         with StopRequest(self._stop_signalled) as stop:
@@ -717,7 +717,7 @@ class Trainer:
             return plan
         return (
             f"{plan}; the time budget of {cfg.run.time_budget_s:.0f} s covers SFT and RL: SFT runs "
-            "all its steps first, RL gets what is left (--sft-steps sets SFT's share)"
+            "all its steps first, RL gets what is left (sft.steps sets SFT's share)"
         )
 
     def _budget_split(self) -> str:
@@ -729,7 +729,7 @@ class Trainer:
             f"({self.elapsed / budget if budget > 0 else 1.0:.0%}), RL gets the remaining {left:.0f} s"
         )
         if left <= 0:
-            line += " (none: give a larger --time-budget or fewer --sft-steps)"
+            line += " (none: give a larger run.time_budget_s or fewer sft.steps)"
         return line
 
     # -- persistence -----------------------------------------------------------------------
