@@ -85,6 +85,15 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     return final
 
 
+def ratio(success: float, baseline: float) -> float | None:
+    """``success`` as a multiple of the random agent's (``None`` when that is 0)."""
+    return success / baseline if baseline > 0 else None
+
+
+def times(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="game:GuessTheNumber-v0-easy")
@@ -263,13 +272,21 @@ def main() -> None:
         sft_config["init"] = args.init
     else:
         sft_config.update(sft=str(traces), sft_steps=args.sft_steps, sft_lr=args.sft_lr)
-    sft = run_one({"name": "sft", "verbose": args.verbose, "config": sft_config})
-    what = f"from {args.init}" if args.init else f"{args.sft_steps} steps, {sft['train_time_s']} s"
-    print(
-        f"SFT warm start ({what}): success "
-        f"{sft['eval']['success_rate']:.1%}, mean turns {sft['eval']['mean_turns']:.2f} "
-        f"({sft['eval']['episodes']} episodes)"
-    )
+    sft_job = {"name": "sft", "verbose": args.verbose, "config": sft_config}
+
+    def report_sft(sft: dict[str, Any]) -> None:
+        what = (
+            f"from {args.init}" if args.init else f"{args.sft_steps} steps, {sft['train_time_s']} s"
+        )
+        print(
+            f"SFT warm start ({what}): success "
+            f"{sft['eval']['success_rate']:.1%}, mean turns {sft['eval']['mean_turns']:.2f} "
+            f"({sft['eval']['episodes']} episodes)"
+        )
+
+    if not args.init:  # the runs start from its checkpoint: train it first
+        sft = run_one(sft_job)
+        report_sft(sft)
     jobs = []
     if args.runs:
         plan = []
@@ -319,11 +336,16 @@ def main() -> None:
                 },
             }
         )
+    if args.init:  # a given warm start is only evaluated: beside the runs, not before them
+        jobs.insert(0, sft_job)
     if args.jobs > 1:
         with mp.get_context("spawn").Pool(args.jobs) as pool:
             finals = pool.map(run_one, jobs, chunksize=1)
     else:
         finals = [run_one(j) for j in jobs]
+    if args.init:
+        jobs, (sft, *finals) = jobs[1:], finals
+        report_sft(sft)
 
     from gemgym.rl.trainer import plot_curves
 
@@ -343,7 +365,7 @@ def main() -> None:
                 "mean_turns": ev["mean_turns"],
                 "greedy_success": greedy.get("success_rate", float("nan")),
                 "greedy_mean_turns": greedy.get("mean_turns", float("nan")),
-                "vs_random": ev["success_rate"] / max(baseline["success_rate"], 1e-9),
+                "vs_random": ratio(ev["success_rate"], baseline["success_rate"]),
             }
         )
     plot_curves({r["run"]: out / f"{tag}_{r['run']}.csv" for r in rows}, out / f"curves_{tag}.png")
@@ -354,10 +376,16 @@ def main() -> None:
         "wrappers": args.wrappers,
         "warm_start_agent": args.warm_start_agent,
         "random_agent": baseline,
-        "sft": {"steps": args.sft_steps, "time_s": sft["train_time_s"], "eval": sft["eval"]},
+        "sft": {
+            "steps": args.sft_steps,
+            "time_s": sft["train_time_s"],
+            "eval": sft["eval"],
+            "eval_greedy": sft.get("eval_greedy"),
+        },
         "runs": rows,
     }
     (out / f"summary_{tag}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    sft_greedy = sft.get("eval_greedy") or {}
     lines = [
         "| run | updates | train s | eval episodes | success | mean turns | greedy success "
         "| greedy turns | × random |",
@@ -365,13 +393,15 @@ def main() -> None:
         f"| random agent | – | – | 2000 | {baseline['success_rate']:.1%} | "
         f"{baseline['mean_turns']:.2f} | – | – | 1.00 |",
         f"| SFT warm start | – | {sft['train_time_s']:.0f} | {sft['eval']['episodes']} | "
-        f"{sft['eval']['success_rate']:.1%} | {sft['eval']['mean_turns']:.2f} | – | – | "
-        f"{sft['eval']['success_rate'] / max(baseline['success_rate'], 1e-9):.2f} |",
+        f"{sft['eval']['success_rate']:.1%} | {sft['eval']['mean_turns']:.2f} | "
+        f"{sft_greedy.get('success_rate', float('nan')):.1%} | "
+        f"{sft_greedy.get('mean_turns', float('nan')):.2f} | "
+        f"{times(ratio(sft['eval']['success_rate'], baseline['success_rate']))} |",
     ]
     lines += [
         f"| {r['run']} | {r['updates']} | {r['train_time_s']:.0f} | {r['eval_episodes']} | "
         f"{r['success']:.1%} | {r['mean_turns']:.2f} | {r['greedy_success']:.1%} | "
-        f"{r['greedy_mean_turns']:.2f} | {r['vs_random']:.2f} |"
+        f"{r['greedy_mean_turns']:.2f} | {times(r['vs_random'])} |"
         for r in rows
     ]
     (out / f"summary_{tag}.md").write_text("\n".join(lines) + "\n")
