@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODEL_SETTINGS",
+    "WEIGHT_SETTINGS",
     "config_from_checkpoint",
     "load_checkpoint",
     "load_model_weights",
@@ -42,6 +43,28 @@ MODEL_SETTINGS = (
     "policy.lora_alpha",
 )
 """Settings a checkpoint can only be resumed with unchanged."""
+
+WEIGHT_SETTINGS = tuple(name for name in MODEL_SETTINGS if name.startswith("policy."))
+"""Settings a checkpoint's weights can only be loaded with unchanged (``sft.init_checkpoint``:
+the model's shape; the env may differ)."""
+
+
+def _differences(
+    saved: Mapping[str, Mapping[str, Any]], config: TrainConfig, names: tuple[str, ...]
+) -> list[tuple[str, Any, Any]]:
+    """The settings of ``names`` whose value in ``config`` is not the ``saved`` one: (name,
+    saved value, value in ``config``) each, in the order of ``names``."""
+    defaults = {opt.path: opt.default for opt in config_options(TrainConfig)}
+    now = config.to_dict()
+    found = []
+    for path_name in names:
+        section, name = path_name.split(".")
+        # a setting missing from a checkpoint had the default of its time (or was None)
+        was = saved.get(section, {}).get(name, defaults[path_name])
+        is_now = now[section].get(name, defaults[path_name])
+        if was != is_now:
+            found.append((path_name, was, is_now))
+    return found
 
 
 def saved_config(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -93,12 +116,33 @@ def save_checkpoint(trainer: Trainer, path: Path) -> None:
     os.replace(partial, path)
 
 
-def load_model_weights(model: Any, path: Path | str, device: Any) -> None:
-    """Load only the model weights of a checkpoint into ``model``."""
+def load_model_weights(
+    model: Any, path: Path | str, device: Any, config: TrainConfig | None = None
+) -> None:
+    """Load only the model weights of a checkpoint into ``model``.
+
+    With ``config`` (the run's), a checkpoint made with other :data:`WEIGHT_SETTINGS` is a
+    :class:`ConfigError` that names them; weights that do not fit ``model`` anyway are one
+    too."""
     import torch
 
     state = torch.load(path, map_location=device, weights_only=False)
-    model.load_state_dict(state["model"])
+    if config is not None:
+        differ = _differences(saved_config(state), config, WEIGHT_SETTINGS)
+        if differ:
+            named = ", ".join(f"{name} {was!r} (not {now!r})" for name, was, now in differ)
+            raise ConfigError(
+                f"checkpoint {path} was made with other model settings: {named}; give the "
+                "same settings to start from its weights, or another sft.init_checkpoint"
+            )
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        why = str(e).strip().splitlines()[0]
+        raise ConfigError(
+            f"the weights of checkpoint {path} do not fit the model ({why}); give the model "
+            "settings it was made with"
+        ) from None
 
 
 def load_checkpoint(trainer: Trainer, path: Path) -> None:
@@ -107,19 +151,13 @@ def load_checkpoint(trainer: Trainer, path: Path) -> None:
     import torch
 
     state = torch.load(path, map_location=trainer.device, weights_only=False)
-    saved = saved_config(state)
-    defaults = {opt.path: opt.default for opt in config_options(TrainConfig)}
-    now = trainer.config.to_dict()
-    for path_name in MODEL_SETTINGS:
-        section, name = path_name.split(".")
-        # a setting missing from a checkpoint had the default of its time (or was None)
-        was = saved.get(section, {}).get(name, defaults[path_name])
-        is_now = now[section].get(name, defaults[path_name])
-        if was != is_now:
-            raise ConfigError(
-                f"checkpoint {path} was made with {path_name} {was!r}, not {is_now!r}; use "
-                "another run.out_dir or the same settings"
-            )
+    differ = _differences(saved_config(state), trainer.config, MODEL_SETTINGS)
+    if differ:
+        path_name, was, is_now = differ[0]
+        raise ConfigError(
+            f"checkpoint {path} was made with {path_name} {was!r}, not {is_now!r}; use "
+            "another run.out_dir or the same settings"
+        )
     trainer.model.load_state_dict(state["model"])
     if state.get("ref_model") is not None:
         trainer.scorer.ref_model = None

@@ -759,8 +759,9 @@ class Trainer:
         save_checkpoint(self, path)
 
     def load_weights(self, path: Path | str) -> None:
-        """Load only the model weights of a checkpoint (e.g. a shared SFT warm start)."""
-        load_model_weights(self.model, path, self.device)
+        """Load only the model weights of a checkpoint (e.g. a shared SFT warm start), made
+        with this run's model settings (a :class:`ConfigError` names those that differ)."""
+        load_model_weights(self.model, path, self.device, self.config)
 
     def load(self, path: Path) -> None:
         """Restore a checkpoint written by :meth:`save` (same model settings)."""
