@@ -656,7 +656,8 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["train", ENV, "--out", str(out), "--updates", "1", "--episodes-per-update", "4"]
     argv += ["--n-layer", "1", "--n-embd", "16", "--eval-episodes", "4", "--quiet"]
     assert main(argv) == 0
-    assert "1 updates" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "1 updates" in printed and "eval on 4 episodes: success" in printed
     assert (out / "curves.csv").exists()
     assert main(["train", ENV, "--out", str(out)]) == 2  # neither updates nor a budget
     over = tmp_path / "cli_overlap"
@@ -668,7 +669,13 @@ def test_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv += ["--entropy-ref-min", "0.5", "--entropy-schedule", "linear"]
     argv += ["--entropy-decay-until", "0.5", "--entropy-turns", "3", "--kl-schedule", "linear"]
     argv += ["--kl-decay-until", "0.75", "--kl-estimator", "exact"]
+    capsys.readouterr()
     assert main(argv) == 0
+    # --eval-episodes 0: no final evaluation, neither printed nor in final.json
+    printed = capsys.readouterr().out
+    assert "2 updates in" in printed and f"results in {over}" in printed
+    assert "eval on" not in printed and "greedy decoding" not in printed
+    assert not {"eval", "eval_greedy"} & set(json.loads((over / "final.json").read_text()))
     saved = json.loads((over / "final.json").read_text())["config"]
     assert saved["policy"]["n_head"] == 2 and saved["policy"]["n_positions"] == 300
     assert saved["run"]["overlap"] is True and saved["optim"]["warmup_updates"] == 4

@@ -203,12 +203,14 @@ def run(args: argparse.Namespace) -> int:
         return stop.exit_status
     except GemGymError as e:
         raise _cli_error(e, args) from None
-    ev = final.get("eval", {})
-    print(
-        f"{final['updates']} updates in {final['train_time_s']} s; eval on "
-        f"{ev.get('episodes', 0)} episodes: success {ev.get('success_rate', 0):.1%}, "
-        f"mean turns {ev.get('mean_turns', 0):.2f}; results in {cfg.run.out_dir}"
-    )
+    done = f"{final['updates']} updates in {final['train_time_s']} s"
+    if "eval" in final:  # none with --eval-episodes 0
+        ev = final["eval"]
+        done += (
+            f"; eval on {ev['episodes']} episodes: success {ev['success_rate']:.1%}, "
+            f"mean turns {ev['mean_turns']:.2f}"
+        )
+    print(f"{done}; results in {cfg.run.out_dir}")
     if "eval_greedy" in final:
         g = final["eval_greedy"]
         print(
