@@ -322,8 +322,10 @@ def _default_text(opt: Option) -> str:
     if opt.base_type is bool:
         return ""
     value = opt.default
+    if isinstance(value, (dict, str)) and not value:  # nothing: not "(default )"
+        return ""
     if isinstance(value, dict):
-        return "" if not value else f" (default {json.dumps(value)})"
+        return f" (default {json.dumps(value)})"
     return f" (default {value})"
 
 
