@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemgym.cli import build_parser
-from gemgym.cli.shared import ENV, EPISODES, MODEL_SERVER, OUTPUT, read_shared
+from gemgym.cli.shared import ENV, ENV_KWARGS, EPISODES, MODEL_SERVER, OUTPUT, read_shared
 from gemgym.options import DeprecatedOptionWarning, Option
 from helpers.extras import skip_without
 from helpers.net import free_port
@@ -20,13 +20,14 @@ from helpers.net import free_port
 COMMANDS = ("run", "eval", "train", "serve")
 ENV_ID = "game:GuessTheNumber-v0-easy"
 
-# which shared options each command takes (train keeps the seed in its run.seed and the output
-# folder in its run.out_dir; eval plays --tasks x --n episodes, not --episodes)
+# which shared options each command takes (train keeps the seed in its run.seed, the output
+# folder in its run.out_dir and the wrappers in its run.wrappers; eval plays --tasks x --n
+# episodes, not --episodes; serve serves the env unwrapped)
 TAKES: dict[str, tuple[Option, ...]] = {
     "run": (*ENV, *EPISODES, *MODEL_SERVER, *OUTPUT),
     "eval": (*ENV, *(o for o in EPISODES if o.name != "episodes"), *MODEL_SERVER, *OUTPUT),
     "train": (*ENV, *(o for o in EPISODES if o.name == "seed"), *OUTPUT),
-    "serve": tuple(ENV),
+    "serve": ENV_KWARGS,
 }
 
 
@@ -88,6 +89,29 @@ def test_the_shared_options_read_the_same_in_every_commands_help(
     for command in ("eval", "train", "serve"):
         assert "--episodes" not in helps[command]
     assert "--out" not in helps["serve"]
+    # the wrappers: one --wrappers NAMES in run, eval and train (train's run.wrappers)
+    assert "--wrappers NAMES" in helps["run"]["--wrappers"]
+    assert "'grid'" in helps["train"]["--wrappers"] and "--wrappers" not in helps["serve"]
+
+
+def test_the_shared_wrappers_reach_each_command() -> None:
+    from gemgym.cli.train import config_from_args
+    from gemgym.errors import ConfigError
+
+    for command in ("run", "eval"):
+        args = _parse(command, ENV_ID, "--wrappers", "grid")
+        read_shared(args, ENV)
+        assert args.wrappers == "grid"
+        args = _parse(command, ENV_ID)
+        read_shared(args, ENV)
+        assert args.wrappers == ""
+        args = _parse(command, ENV_ID, "--wrappers", "gird")
+        with pytest.raises(ConfigError, match=r"^--wrappers: unknown wrapper 'gird'.*'grid'"):
+            read_shared(args, ENV)
+    config = config_from_args(_parse("train", ENV_ID, "--updates", "1", "--wrappers", "grid"))
+    assert config.run.wrappers == "grid"
+    with pytest.raises(ConfigError, match=r"^--wrappers: unknown wrapper 'gird'.*'grid'"):
+        config_from_args(_parse("train", ENV_ID, "--updates", "1", "--wrappers", "gird"))
 
 
 def test_the_shared_output_and_episode_count_reach_each_command() -> None:

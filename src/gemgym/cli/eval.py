@@ -66,7 +66,20 @@ def _flags(message: str) -> str:
 
 
 # the fields of run.json that decide which episodes a run plays (a resumed run must match)
-RESUME_FIELDS = ("envs", "n", "tasks", "limit", "seed", "max_turns", "env_kwargs", "agent", "model")
+RESUME_FIELDS = (
+    "envs",
+    "n",
+    "tasks",
+    "limit",
+    "seed",
+    "max_turns",
+    "env_kwargs",
+    "wrappers",
+    "agent",
+    "model",
+)
+RESUME_DEFAULTS = {"wrappers": ""}
+"""The value of a field of :data:`RESUME_FIELDS` in a run.json written before the field was."""
 
 
 RESCORE_HELP = """usage: gemgym eval rescore RUN
@@ -353,7 +366,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{out} already holds a run; pass --resume to finish it, or choose another --out"
         )
-    envs = resolve(args.specs, env_kwargs)
+    envs = resolve(args.specs, env_kwargs, args.wrappers)
     agent = _build_agent(args)
     console = Console(stderr=True)
     if not args.probe:
@@ -375,6 +388,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         "seed": config.seed,
         "max_turns": config.max_turns,
         "env_kwargs": env_kwargs,
+        "wrappers": args.wrappers,
         "search_url": config.search_url,
         "ray": args.ray,
         "sampling": {
@@ -390,7 +404,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     done: list[dict[str, Any]] = []
     if args.resume and run_dir.exists():
         old = run_dir.read_config()
-        diff = [f for f in RESUME_FIELDS if f in old and old[f] != run[f]]
+        diff = [
+            f
+            for f in RESUME_FIELDS
+            if (f in old or f in RESUME_DEFAULTS) and old.get(f, RESUME_DEFAULTS.get(f)) != run[f]
+        ]
         if diff:
             raise ConfigError(
                 f"{out} was run with other settings ({', '.join(diff)}); resume it with the same "

@@ -5,10 +5,12 @@ agent (:class:`gemgym.evaluation.agents.ChatAgent`): a probe of the server befor
 retries with backoff, a failed request ends only its episode, a circuit breaker stops a run
 against a server that keeps failing. ``--out`` gets each episode as it ends; ``--resume``
 plays the episodes the file lacks and those that failed, and leaves one line per episode.
+``--wrappers NAMES`` wraps every env by name (as ``gemgym train --wrappers`` trained on it).
 
 Example::
 
     gemgym run game:GuessTheNumber-v0-hard --agent oracle --episodes 200 --seed 0 --out traces.jsonl
+    gemgym run game:Sudoku-v0-easy --agent oracle --wrappers grid --episodes 200 --out grid.jsonl
     gemgym run game:Wordle-v0-easy --agent openai --model Qwen/Qwen3-4B --base-url http://localhost:8000/v1
 """
 
@@ -98,11 +100,13 @@ def _build_agent(args: argparse.Namespace) -> Any:
         raise ConfigError(agent_message(str(e))) from None
 
 
-def _check_oracle(env_id: str, env_kwargs: dict[str, Any], seed: int) -> None:
+def _check_oracle(
+    env_id: str, env_kwargs: dict[str, Any], seed: int, wrappers: list[Any] | None = None
+) -> None:
     """``--agent oracle`` needs an env with an expert: say so in one line, before the run."""
     from gemgym.registry import make
 
-    env = make(env_id, **env_kwargs)
+    env = make(env_id, wrappers=wrappers or None, **env_kwargs)
     try:
         env.reset(seed=seed)
         env.expert_action()
@@ -163,12 +167,15 @@ def run(args: argparse.Namespace) -> int:
     from gemgym.episodes.outcomes import episode_seed
     from gemgym.errors import ModelUnavailableError
     from gemgym.registry import make
+    from gemgym.wrappers.factory import get_wrapper_fns
 
     read_shared(args, *GROUPS)
     if args.resume and not args.out:
         raise ConfigError("--resume continues the run in --out: give --out FILE")
     env_kwargs = dict(args.env_kwargs)
-    make(args.env_id, **env_kwargs).close()  # unknown ids and bad kwargs fail before anything
+    wrappers = get_wrapper_fns(args.wrappers)  # each env gets its own instances
+    # unknown ids, bad kwargs and wrappers that do not fit the env fail before anything
+    make(args.env_id, wrappers=wrappers or None, **env_kwargs).close()
     out = Path(args.out) if args.out else None
     if out is not None and (out.is_dir() or not out.parent.is_dir()):
         raise ConfigError(f"--out {args.out} must be a file in an existing folder")
@@ -178,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
             "another --out"
         )
     if args.agent == "oracle":
-        _check_oracle(args.env_id, env_kwargs, args.seed)
+        _check_oracle(args.env_id, env_kwargs, args.seed, wrappers)
     agent = _build_agent(args)
     console = Console(stderr=True)
     if args.agent == "openai" and not args.probe:
@@ -200,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     batch = args.concurrency or (16 if args.agent == "openai" else 1)
     engine = Engine(
         experience.as_policy(agent),
-        EnvSource.make(args.env_id, **env_kwargs),
+        EnvSource.make(args.env_id, wrappers=wrappers or None, **env_kwargs),
         concurrency=max(1, min(batch, len(todo))),
         max_turns=args.max_turns,
         seed=args.seed if args.agent == "openai" else None,

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 
-from gemgym.cli.shared import ENV, add_shared, names_as_flags, read_shared
+from gemgym.cli.shared import ENV_KWARGS, add_shared, names_as_flags, read_shared
 from gemgym.errors import ConfigError
 from gemgym.options import Option
 from gemgym.serving import DEFAULT_IDLE_TIMEOUT_S, TOKEN_VAR, Limits
 
-GROUPS = (ENV,)
+GROUPS = (ENV_KWARGS,)
 OPTIONS: tuple[Option, ...] = tuple(opt for g in GROUPS for opt in g)
 
 SERVER_FLAGS = {"token": "--token", "insecure": "--insecure", "port": "--port"}

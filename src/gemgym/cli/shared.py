@@ -4,8 +4,11 @@ Each group is a section of :mod:`gemgym.options` (a dataclass of :func:`~gemgym.
 fields), so that every command that takes it shows the same flags, with the same defaults and
 the same help, and reads them the same way:
 
-* :class:`EnvOptions` (``run``, ``eval``, ``train``, ``serve``): ``--env-kwarg KEY=VALUE``,
-  repeatable, or a JSON object of several (``--env-kwargs`` is the same option);
+* :class:`EnvOptions` (``run``, ``eval``, ``train``; ``serve`` takes ``--env-kwarg``):
+  ``--env-kwarg KEY=VALUE``, repeatable, or a JSON object of several (``--env-kwargs`` is the
+  same option); ``--wrappers NAMES``, wrappers around every env by name
+  (:mod:`gemgym.wrappers.factory`), so that a policy trained with ``gemgym train --wrappers``
+  is run and evaluated on the env it was trained on;
 * :class:`EpisodeOptions` (``run``, ``eval``; ``train`` takes ``--seed``): ``--episodes``
   (``run``; ``eval`` plays ``--tasks`` tasks of ``--n`` samples instead), ``--seed``,
   ``--max-turns`` (formerly ``--max-steps``), ``--concurrency`` (formerly ``--batch-size``);
@@ -15,8 +18,8 @@ the same help, and reads them the same way:
   its results (``run``: a JSONL file of the episodes; ``eval`` and ``train``: a run folder).
 
 A command that keeps a setting in its own config (``train``: ``run.seed``, ``run.env_kwargs``,
-``run.out_dir``) takes the shared flag for it with :func:`gemgym.options.rebase`: one flag,
-one meaning.
+``run.wrappers``, ``run.out_dir``) takes the shared flag for it with
+:func:`gemgym.options.rebase`: one flag, one meaning.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from gemgym.options import (
 __all__ = [
     "AGENT_PARAMETERS",
     "ENV",
+    "ENV_KWARGS",
     "EPISODES",
     "MODEL_SERVER",
     "OUTPUT",
@@ -113,6 +117,22 @@ class EnvOptions(_Checked):
         repeat=True,
         metavar="KEY=VALUE",
     )
+    wrappers: str = option(
+        "",
+        help="wrappers around the env, by name, comma-separated (gemgym.wrappers.factory, e.g. "
+        "'grid': the board alone as the observation)",
+        metavar="NAMES",
+    )
+
+    def validate(self) -> None:
+        self._check("wrappers", isinstance(self.wrappers, str), "a string")
+        if self.wrappers:
+            from gemgym.wrappers.factory import get_wrapper_fns
+
+            try:
+                get_wrapper_fns(self.wrappers)
+            except ConfigError as e:
+                raise ConfigError(f"{self.section}.wrappers: {e}") from None
 
 
 @dataclass
@@ -200,12 +220,14 @@ class OutputOptions(_Checked):
 
 
 ENV: tuple[Option, ...] = tuple(section_options("env", EnvOptions))
+ENV_KWARGS: tuple[Option, ...] = tuple(o for o in ENV if o.name == "env_kwargs")
+"""The part of :data:`ENV` that ``serve`` takes (it serves the env unwrapped)."""
 EPISODES: tuple[Option, ...] = tuple(section_options("episodes", EpisodeOptions))
 MODEL_SERVER: tuple[Option, ...] = tuple(section_options("model", ModelServerOptions))
 OUTPUT: tuple[Option, ...] = tuple(section_options("output", OutputOptions))
 
 TITLES = {
-    "env": "env (shared by run, eval, train, serve)",
+    "env": "env (shared by run, eval, train; serve takes --env-kwarg)",
     "episodes": "episodes (shared by run, eval; eval plays --tasks x --n, not --episodes; train "
     "takes --seed)",
     "model": "model server: any OpenAI-compatible chat server (shared by run, eval)",

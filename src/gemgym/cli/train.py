@@ -51,6 +51,7 @@ __all__ = ["OPTIONS", "add_arguments", "config_from_args", "resume_command", "ru
 
 SHARED: dict[str, Option] = {
     "run.env_kwargs": next(o for o in ENV if o.name == "env_kwargs"),
+    "run.wrappers": next(o for o in ENV if o.name == "wrappers"),
     "run.seed": next(o for o in EPISODES if o.name == "seed"),
     "run.out_dir": next(o for o in OUTPUT if o.name == "out"),
 }

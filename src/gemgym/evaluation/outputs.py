@@ -51,6 +51,7 @@ def rescore(run_dir: RunDir) -> dict[str, int]:
     """
     run = run_dir.read_config()
     env_kwargs = dict(run.get("env_kwargs") or {})
+    wrappers = str(run.get("wrappers") or "")
     records = run_dir.read_records()
     envs: dict[str, Any] = {}
     counts = {"rescored": 0, "changed": 0, "skipped": 0}
@@ -61,7 +62,7 @@ def rescore(run_dir: RunDir) -> dict[str, int]:
                 continue
             name = r["env"]
             if name not in envs:
-                e = EvalEnv(r["env_id"], r.get("tool"), env_kwargs)
+                e = EvalEnv(r["env_id"], r.get("tool"), env_kwargs, wrappers)
                 envs[name] = e.make(search_url=run.get("search_url"))
             env = envs[name]
             options = None if r.get("index") is None else {"index": int(r["index"])}

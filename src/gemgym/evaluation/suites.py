@@ -46,7 +46,9 @@ TOOLS = ("python", "search")
 
 @dataclass(frozen=True)
 class EvalEnv:
-    """One env of an evaluation: a registered id, an optional tool and keyword arguments.
+    """One env of an evaluation: a registered id, an optional tool, keyword arguments and
+    wrappers by name (:func:`gemgym.wrappers.factory.get_wrapper_fns`, comma-separated; around
+    the tool's wrapper).
 
     ``name`` (the id, ``+tool`` when it has one) names it in results and reports.
     """
@@ -54,6 +56,7 @@ class EvalEnv:
     env_id: str
     tool: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    wrappers: str = ""
 
     @property
     def name(self) -> str:
@@ -61,7 +64,7 @@ class EvalEnv:
         return f"{self.env_id}+{self.tool}" if self.tool else self.env_id
 
     def make(self, *, search_url: str | None = None) -> Any:
-        """Build the env (with its tool)."""
+        """Build the env (with its tool, then its wrappers)."""
         from gemgym.registry import make
 
         wrappers: list[Any] = []
@@ -80,6 +83,10 @@ class EvalEnv:
 
             url = search_url
             wrappers.append(lambda env: ToolEnvWrapper(env, [SearchTool(url)]))
+        if self.wrappers:
+            from gemgym.wrappers.factory import get_wrapper_fns
+
+            wrappers += get_wrapper_fns(self.wrappers)
         return make(self.env_id, wrappers=wrappers or None, **dict(self.kwargs))
 
 
@@ -121,10 +128,13 @@ SUITES = (
 """The named suites (see the module docstring)."""
 
 
-def resolve(specs: Sequence[str], env_kwargs: Mapping[str, Any] | None = None) -> list[EvalEnv]:
+def resolve(
+    specs: Sequence[str], env_kwargs: Mapping[str, Any] | None = None, wrappers: str = ""
+) -> list[EvalEnv]:
     """The envs named by ``specs`` (suites, ids, globs, ``+tool``), in order, without repeats.
 
-    ``env_kwargs`` go to every env (e.g. ``{"dataset": "sample"}``).
+    ``env_kwargs`` go to every env (e.g. ``{"dataset": "sample"}``), and ``wrappers`` too
+    (names, comma-separated, e.g. ``"grid"``).
 
     Raises:
         ConfigError: an unknown suite, id or tool, or a glob that matches nothing.
@@ -158,7 +168,7 @@ def resolve(specs: Sequence[str], env_kwargs: Mapping[str, Any] | None = None) -
                 )
             found = [EvalEnv(i, tool or None) for i in ids]
         for e in found:
-            e = EvalEnv(e.env_id, e.tool, kwargs)
+            e = EvalEnv(e.env_id, e.tool, kwargs, wrappers)
             if e.name not in seen:
                 seen.add(e.name)
                 out.append(e)

@@ -144,7 +144,10 @@ class RunConfig(_Section):
         if self.wrappers:
             from gemgym.wrappers.factory import get_wrapper_fns
 
-            get_wrapper_fns(self.wrappers)  # an unknown name fails here, with the known ones
+            try:  # an unknown name fails here, with the known ones
+                get_wrapper_fns(self.wrappers)
+            except ConfigError as e:
+                raise ConfigError(f"{self.section}.wrappers: {e}") from None
         if self.updates is None and self.time_budget_s is None:
             raise ConfigError(
                 "give a number of updates or a time budget (or both): run.updates or "
