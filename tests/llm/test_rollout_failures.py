@@ -6,6 +6,7 @@ and a first prompt longer than ``max_context`` was kept whole."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from gemgym.llm.backend import SamplingParams
@@ -62,6 +63,19 @@ def test_a_raising_model_batch_fails_only_the_bad_request(
         return run_batch(requests)
 
     queue._run_batch = poisoned
+    # the first turns' four requests are queued together, however the loop schedules the resets
+    # (on a loaded machine the first one could otherwise form a batch alone)
+    submit, arrived, everyone_in = queue.submit, [], asyncio.Event()
+
+    async def together(request: Any) -> Any:
+        arrived.append(request.request_id)
+        if len(arrived) < 4:
+            await everyone_in.wait()
+        else:
+            everyone_in.set()
+        return await submit(request)
+
+    queue.submit = together  # type: ignore[method-assign]
     eps = rollout_tokens(
         CountingEnv(episode_length=2),
         backend,
