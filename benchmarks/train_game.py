@@ -213,6 +213,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one short ReBN run (~2 minutes)")
     ap.add_argument("--verbose", action="store_true", help="log every update")
     args = ap.parse_args()
+    if args.eval_episodes < 1:
+        ap.error("--eval-episodes must be >= 1: the table reports each run's evaluation")
     if args.quick:
         args.configs, args.seeds = ["rebn-g0.9"], [0]
         args.budget, args.sft_steps, args.eval_episodes = 30.0, 60, 128
