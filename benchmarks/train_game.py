@@ -370,7 +370,12 @@ def main() -> None:
                 "vs_random": ratio(ev["success_rate"], baseline["success_rate"]),
             }
         )
-    plot_curves({r["run"]: out / f"{tag}_{r['run']}.csv" for r in rows}, out / f"curves_{tag}.png")
+    plot_curves(  # by update when the budget is in updates (runs in parallel share the cores)
+        {r["run"]: out / f"{tag}_{r['run']}.csv" for r in rows},
+        out / f"curves_{tag}.png",
+        x="update" if args.updates else "time_s",
+        window=25 if args.updates else 10,
+    )
     summary = {
         "env": args.env,
         "budget_s": args.budget,
