@@ -36,6 +36,35 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+def mistaken_expert(mistakes: float, seed: int) -> Any:
+    """The env's expert, but each move is the random agent's with probability ``mistakes``:
+    traces that also show the expert going on after a wrong move."""
+    import random
+
+    from gemgym.agents.builtin import _EnvAgent
+
+    class MistakenExpert(_EnvAgent):
+        name = "oracle"
+        capability = "expert_action"
+
+        def __init__(self) -> None:
+            self.rng = random.Random(seed)
+
+        def act(self, observations: Any, *, slots: Any, venv: Any) -> list[Any]:
+            return [self._move(lambda name, i=i: venv.call(name, indices=[i])[0]) for i in slots]
+
+        def act_batch(self, requests: Any) -> list[Any]:
+            from gemgym.episodes.policy import Action
+
+            return [Action(self._move(r.env.call), requests=0) for r in requests]
+
+        def _move(self, call: Any) -> Any:
+            wrong = self.rng.random() < mistakes
+            return call("sample_random_action" if wrong else "expert_action")
+
+    return MistakenExpert()
+
+
 def agent_traces(
     env_id: str,
     agent: str,
@@ -44,17 +73,20 @@ def agent_traces(
     *,
     env_kwargs: dict[str, Any],
     wrappers: str,
+    mistakes: float = 0.0,
 ) -> dict[str, float]:
-    """Traces of a built-in agent (``random``, ``oracle``) on the env as the trainer makes it
-    (its kwargs and wrappers), written to ``path``; returns their summary."""
+    """Traces of a built-in agent (``random``, ``oracle``; an oracle that errs with
+    probability ``mistakes``) on the env as the trainer makes it (its kwargs and wrappers),
+    written to ``path``; returns their summary."""
     from gemgym.agents import make_agent
     from gemgym.experience import rollout, summarize, write_jsonl
     from gemgym.wrappers.factory import get_wrapper_fns
 
+    player = mistaken_expert(mistakes, 555) if mistakes > 0 else make_agent(agent)
     eps = list(
         rollout(
             env_id,
-            make_agent(agent),
+            player,
             episodes=episodes,
             seed=555_000_000,
             wrappers=get_wrapper_fns(wrappers) if wrappers else None,
@@ -126,6 +158,13 @@ def main() -> None:
         help="whose traces the SFT warm start imitates (oracle: the env's expert)",
     )
     ap.add_argument("--traces", type=int, default=2000, help="episodes of SFT traces")
+    ap.add_argument(
+        "--mistakes",
+        type=float,
+        default=0.0,
+        help="with --warm-start-agent oracle: each traced move is the random agent's with this "
+        "probability (traces that show play after a wrong move)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=16, help="tokens an action may have")
     ap.add_argument("--sft-steps", type=int, default=150)
     ap.add_argument("--sft-lr", type=float, default=3e-3, help="SFT warm start learning rate")
@@ -238,8 +277,11 @@ def main() -> None:
         f"random agent on {args.env}: success {baseline['success_rate']:.1%}, mean turns "
         f"{baseline['mean_turns']:.2f} (2000 episodes, {time.perf_counter() - t:.1f} s)"
     )
+    if args.mistakes and args.warm_start_agent != "oracle":
+        ap.error("--mistakes is for --warm-start-agent oracle")
     if args.warm_start_agent != "random" or args.traces != 2000:
-        traces = work / f"{args.warm_start_agent}_{tag}.jsonl"
+        mistakes = f"_mistakes{args.mistakes:g}" if args.mistakes else ""
+        traces = work / f"{args.warm_start_agent}{mistakes}_{tag}.jsonl"
         demo = agent_traces(
             args.env,
             args.warm_start_agent,
@@ -247,6 +289,7 @@ def main() -> None:
             args.traces,
             env_kwargs=env_kwargs,
             wrappers=args.wrappers,
+            mistakes=args.mistakes,
         )
         print(
             f"{args.warm_start_agent} traces for the warm start: success "
