@@ -32,6 +32,14 @@ def test_minesweeper_board_after_the_first_reveal() -> None:
     assert reward > 0
     obs, *_ = env.step(r"\boxed{flag 0 4}")
     assert obs.splitlines()[0] == "....F"
+    # hidden mines never show; the one that ends the game is one character, like every cell
+    base = env.unwrapped
+    row, col = divmod(base.grid.index(-1), base.cols)
+    obs, reward, terminated, *_ = env.step(rf"\boxed{{reveal {row} {col}}}")
+    assert terminated and reward == 0.0
+    lines = obs.splitlines()
+    assert lines[row][col] == "*" and all(len(line) == 5 for line in lines)
+    assert obs.count("*") == 1
 
 
 def test_message_keeps_the_env_text_above_the_grid() -> None:

@@ -8,7 +8,8 @@ whole episode fits the context of a small model. It is what ``gemgym train --wra
 trains on (docs/results.md).
 
 ========================  ==================================================================
-``game:Minesweeper-v0-*``  ``.`` hidden, ``F`` flag, ``0``–``8`` a revealed cell's count;
+``game:Minesweeper-v0-*``  ``.`` hidden, ``F`` flag, ``0``–``8`` a revealed cell's count,
+                           ``*`` the mine that ended the game;
                            rows and columns are numbered from 0 (the action's numbering)
 ``game:Sudoku-v0-*``       ``.`` empty, a digit filled (``1``–``9``); rows and columns are
                            numbered from 1 in the action
@@ -44,7 +45,10 @@ __all__ = ["GRID_GAMES", "GridObservation", "grid_text"]
 def _minesweeper(env: Any) -> str:
     cols = env.cols
     revealed, flags, grid = env.revealed, env.flags, env.grid
-    cells = [str(grid[i]) if revealed[i] else ("F" if flags[i] else ".") for i in range(len(grid))]
+    cells = [
+        ("*" if grid[i] < 0 else str(grid[i])) if revealed[i] else ("F" if flags[i] else ".")
+        for i in range(len(grid))
+    ]
     return "\n".join("".join(cells[r : r + cols]) for r in range(0, len(cells), cols))
 
 

@@ -103,11 +103,18 @@ import numpy as np
 from gemgym.episodes.outcomes import derive_seed
 from gemgym.errors import ConfigError, GemGymError, missing_dependency
 from gemgym.experience import Episode, read_jsonl
-from gemgym.options import dumps_toml
 from gemgym.rl.collector import Batch
 from gemgym.rl.tokens import TokenizedEpisode, token_weights
 from gemgym.rl.trainer import hf_policy, schedules
 from gemgym.rl.trainer.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
+from gemgym.rl.trainer.checks import (
+    FormatErrorWarning as FormatErrorWarning,
+    budget_split,
+    check_input_files,
+    format_error_message,
+    format_error_share as format_error_share,
+    sft_plan,
+)
 from gemgym.rl.trainer.codec import HFCodec
 from gemgym.rl.trainer.collection import BatchCollection, make_collector
 from gemgym.rl.trainer.config import KL_ESTIMATORS, TrainConfig, config_from_dict
@@ -121,7 +128,7 @@ from gemgym.rl.trainer.losses import (
     kl_penalty,
     policy_gradient_loss,
 )
-from gemgym.rl.trainer.output import CURVE_FIELDS, plot_curves, write_curves
+from gemgym.rl.trainer.output import CURVE_FIELDS, plot_curves, write_config_toml, write_curves
 from gemgym.rl.trainer.policy import LMPolicy, build_model, model_positions
 from gemgym.rl.trainer.reference import ReferenceScorer
 from gemgym.rl.trainer.schedules import ENTROPY_COEF_RANGE
@@ -152,40 +159,6 @@ __all__ = [
 ]
 
 
-class FormatErrorWarning(UserWarning):
-    """Every episode of a training batch ended in a format error: nothing to learn from."""
-
-
-def format_error_share(episodes: Sequence[Episode]) -> float:
-    """The share of ``episodes`` that hold a format error (a step whose info has a true
-    ``format_error``: the env could not read the action); 0 for no episodes."""
-    if not episodes:
-        return 0.0
-    bad = sum(any(t.info.get("format_error") for t in e.transitions) for e in episodes)
-    return bad / len(episodes)
-
-
-def _check_input_files(config: TrainConfig) -> None:
-    """The files a run reads (``sft.path``, ``sft.init_checkpoint``) exist: a clear error
-    before the model is built."""
-    given = (
-        (
-            "sft.path",
-            config.sft.path,
-            "recorded episodes (JSONL from `gemgym run ... --out FILE.jsonl`)",
-        ),
-        (
-            "sft.init_checkpoint",
-            config.sft.init_checkpoint,
-            "a checkpoint.pt written by gemgym train",
-        ),
-    )
-    for name, value, what in given:
-        if value is not None and not Path(value).is_file():
-            why = "is a directory" if Path(value).is_dir() else "does not exist"
-            raise ConfigError(f"{name} {value!r} {why}: give {what}")
-
-
 class Trainer:
     """Runs :class:`TrainConfig`; see the module docstring.
 
@@ -200,7 +173,7 @@ class Trainer:
             raise missing_dependency(e.name or "torch", "train") from e
 
         config.validate()
-        _check_input_files(config)
+        check_input_files(config)
         self.config = config
         self.log = log or (lambda _msg: None)
         if config.run.threads:
@@ -462,14 +435,7 @@ class Trainer:
             return
         self.format_error_updates += 1
         if self.format_error_updates == 1:
-            message = (
-                f"update {self.update}: every episode of the batch ended in a format error (the "
-                "env could not read the policy's action), so all returns are the same and there "
-                "is nothing to learn from. Start from a policy that writes valid actions: an SFT "
-                "warm start on recorded episodes (sft.path: a JSONL file from `gemgym run ... "
-                "--out FILE.jsonl`) or a checkpoint's weights (sft.init_checkpoint)."
-            )
-            warnings.warn(message, FormatErrorWarning, stacklevel=3)
+            warnings.warn(format_error_message(self.update), FormatErrorWarning, stacklevel=3)
 
     # -- schedules -------------------------------------------------------------------------
     def learning_rate(self) -> float:
@@ -632,7 +598,7 @@ class Trainer:
             self.log(f"weights from {cfg.sft.init_checkpoint}")
         if cfg.sft.path and not self.sft_done:
             eps = list(read_jsonl(cfg.sft.path))
-            self.log(self._sft_plan(len(eps)))
+            self.log(sft_plan(self.config, len(eps)))
 
             def after_sft_step(i: int) -> bool:
                 self.sft_step = i
@@ -650,7 +616,7 @@ class Trainer:
             self.log(f"SFT on {len(eps)} episodes, {cfg.sft.steps} steps: loss {loss:.3f}")
             save_progress()  # the warm start is never redone
             if cfg.run.time_budget_s is not None:
-                self.log(self._budget_split())
+                self.log(budget_split(self.config, self.elapsed))
         while True:
             if stop.requested:
                 raise interrupted(f"at update {self.update}")
@@ -706,32 +672,6 @@ class Trainer:
         (self.out_dir / "final.json").write_text(json.dumps(final, indent=2) + "\n")
         return final
 
-    def _sft_plan(self, episodes: int) -> str:
-        """The log line before SFT: what it does and how the time budget is shared."""
-        cfg = self.config
-        plan = (
-            f"SFT: {cfg.sft.steps} steps of {min(cfg.sft.batch_size, episodes)} episodes "
-            f"(of {episodes}) from {cfg.sft.path}"
-        )
-        if cfg.run.time_budget_s is None:
-            return plan
-        return (
-            f"{plan}; the time budget of {cfg.run.time_budget_s:.0f} s covers SFT and RL: SFT runs "
-            "all its steps first, RL gets what is left (sft.steps sets SFT's share)"
-        )
-
-    def _budget_split(self) -> str:
-        """The log line after SFT: how the time budget was split between SFT and RL."""
-        budget = self.config.run.time_budget_s or 0.0
-        left = max(0.0, budget - self.elapsed)
-        line = (
-            f"time budget {budget:.0f} s: SFT took {self.elapsed:.0f} s "
-            f"({self.elapsed / budget if budget > 0 else 1.0:.0%}), RL gets the remaining {left:.0f} s"
-        )
-        if left <= 0:
-            line += " (none: give a larger run.time_budget_s or fewer sft.steps)"
-        return line
-
     # -- persistence -----------------------------------------------------------------------
     @property
     def config_path(self) -> Path:
@@ -739,16 +679,8 @@ class Trainer:
         return self.out_dir / "config.toml"
 
     def write_config(self) -> None:
-        """Write the run's settings, one TOML table per section, to :attr:`config_path`
-        (``gemgym train --config OUT/config.toml`` reads them back; written whole, then
-        renamed into place)."""
-        header = (
-            "The settings of this gemgym train run (every one, defaults included).\n"
-            f"Rerun or continue it with: gemgym train --config {self.config_path} [--resume]"
-        )
-        partial = self.config_path.with_name(self.config_path.name + ".partial")
-        partial.write_text(dumps_toml(self.config.to_dict(), header=header), encoding="utf-8")
-        partial.replace(self.config_path)
+        """Write the run's settings to :attr:`config_path` (:func:`write_config_toml`)."""
+        write_config_toml(self.config, self.config_path)
 
     def write_curves(self) -> None:
         """Write ``curves.csv`` and ``curves.png`` in ``run.out_dir``."""

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CURVE_FIELDS", "curves_figure", "plot_curves", "write_curves"]
+from gemgym.rl.trainer.config import TrainConfig
+
+__all__ = ["CURVE_FIELDS", "curves_figure", "plot_curves", "write_config_toml", "write_curves"]
 
 CURVE_FIELDS = (
     "update",
@@ -115,3 +117,17 @@ def _wall_time_axis(axes: Sequence[Any], updates: np.ndarray, minutes: np.ndarra
         top = ax.secondary_xaxis("top", functions=(to_minutes, to_updates))
         top.set_xlabel("wall minutes", fontsize=8)
         top.tick_params(labelsize=7)
+
+
+def write_config_toml(config: TrainConfig, path: Path) -> None:
+    """Write a run's settings, one TOML table per section, to ``path`` (``gemgym train
+    --config PATH`` reads them back; written whole, then renamed into place)."""
+    from gemgym.options import dumps_toml
+
+    header = (
+        "The settings of this gemgym train run (every one, defaults included).\n"
+        f"Rerun or continue it with: gemgym train --config {path} [--resume]"
+    )
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(dumps_toml(config.to_dict(), header=header), encoding="utf-8")
+    partial.replace(path)
