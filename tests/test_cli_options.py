@@ -132,6 +132,31 @@ def test_the_shared_output_and_episode_count_reach_each_command() -> None:
     assert config.run.out_dir == "runs/b"
 
 
+def test_resume_is_one_shared_option_and_an_error_with_nothing_to_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gemgym.cli import main
+    from gemgym.cli.shared import RESUME
+
+    for command, base in (("run", [ENV_ID]), ("eval", [ENV_ID]), ("train", [ENV_ID])):
+        args = _parse(command, *base, "--resume")
+        read_shared(args, RESUME)
+        assert args.resume is True
+        args = _parse(command, *base)
+        read_shared(args, RESUME)
+        assert args.resume is False
+    # one help for the three (test_the_shared_options_read_the_same_in_every_commands_help);
+    # run and eval refuse --resume when --out holds no run, as train does (tests/rl)
+    missing = tmp_path / "none"
+    assert main(["run", ENV_ID, "--agent", "oracle", "--episodes", "1", "--quiet",
+                 "--out", f"{missing}.jsonl", "--resume"]) == 2  # fmt: skip
+    assert "nothing to resume" in capsys.readouterr().err
+    assert main(["eval", ENV_ID, "--agent", "oracle", "--tasks", "1", "--quiet",
+                 "--out", str(missing), "--resume"]) == 2  # fmt: skip
+    assert "nothing to resume" in capsys.readouterr().err
+    assert not missing.exists()
+
+
 def _parse(command: str, *argv: str) -> argparse.Namespace:
     return build_parser().parse_args([command, *argv])
 

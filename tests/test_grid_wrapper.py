@@ -101,6 +101,28 @@ def test_gemgym_run_plays_and_records_the_grid(tmp_path: Path) -> None:
         assert all(_is_grid(o, 4) for o in observations), observations
 
 
+def test_gemgym_run_resume_takes_the_same_wrappers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gemgym.cli import main
+    from gemgym.experience import read_jsonl
+
+    out = tmp_path / "grid.jsonl"
+    argv = ["run", "game:Sudoku-v0-easy", "--agent", "oracle", "--quiet", "--out", str(out)]
+    assert main([*argv, "--wrappers", "grid", "--episodes", "2"]) == 0
+    capsys.readouterr()
+    # without the grid the file would mix two observation formats: refused, the file unchanged
+    before = out.read_bytes()
+    assert main([*argv, "--episodes", "4", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "other --wrappers or --env-kwarg" in err and "Traceback" not in err
+    assert out.read_bytes() == before
+    assert main([*argv, "--wrappers", "grid", "--episodes", "4", "--resume"]) == 0
+    episodes = list(read_jsonl(out))
+    assert [e.index for e in episodes] == [0, 1, 2, 3]
+    assert all(_is_grid(e.initial_observation, 4) for e in episodes)
+
+
 def test_gemgym_run_refuses_a_wrapper_that_does_not_fit_the_env(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gemgym.cli.shared import RESUME, read_shared
 from gemgym.cli.train import OPTIONS, add_arguments, config_from_args
 from gemgym.errors import ConfigError
 from gemgym.options import DeprecatedOptionWarning, merge_nested, values_from_args
@@ -388,6 +389,7 @@ def test_every_old_flag_parses_to_the_same_settings(argv: list[str]) -> None:
     new_args = _parse(add_arguments, argv)
     old = migrate_flat_config(_old_config(old_args))
     assert _resolved(values_from_args(new_args, OPTIONS)) == _resolved(old)
+    read_shared(new_args, RESUME)  # --resume is the shared option (gemgym.cli.shared)
     assert (new_args.resume, new_args.quiet) == (old_args.resume, old_args.quiet)
     if argv is not EVERY_OLD_FLAG:  # (that one sets flags that exclude each other)
         new = config_from_args(new_args)

@@ -275,6 +275,7 @@ def test_the_printed_resume_command_continues_the_same_config(flags: list[str]) 
     import argparse
     import shlex
 
+    from gemgym.cli.shared import RESUME, read_shared
     from gemgym.cli.train import add_arguments, config_from_args, resume_command
 
     parser = argparse.ArgumentParser()
@@ -283,4 +284,5 @@ def test_the_printed_resume_command_continues_the_same_config(flags: list[str]) 
     argv = shlex.split(resume_command(cfg))
     assert argv[:2] == ["gemgym", "train"] and argv[-1] == "--resume"
     again = parser.parse_args(argv[2:])
+    read_shared(again, RESUME)  # --resume is the shared option (gemgym.cli.shared)
     assert again.resume and config_from_args(again) == cfg

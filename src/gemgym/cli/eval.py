@@ -134,7 +134,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="openai: any OpenAI-compatible chat server; transformers: a local model (--model "
         "PATH); vllm / sglang: token-id backends of a server (gemgym.llm)",
     )
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
     p.add_argument(
         "--k",
@@ -362,6 +361,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     run_dir = RunDir(out)
     if run_dir.path.exists() and not run_dir.path.is_dir():
         raise ConfigError(f"--out {out} is a file, not a folder; choose a folder for the run")
+    if args.resume and not run_dir.exists():
+        raise ConfigError(
+            f"nothing to resume: {out} holds no run; drop --resume to start a new run"
+            + ("" if args.out else " (give the run's folder with --out)")
+        )
     if run_dir.exists() and not args.resume:
         raise ConfigError(
             f"{out} already holds a run; pass --resume to finish it, or choose another --out"
@@ -402,7 +406,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         "gemgym_version": __version__,
     }
     done: list[dict[str, Any]] = []
-    if args.resume and run_dir.exists():
+    if args.resume:
         old = run_dir.read_config()
         diff = [
             f

@@ -47,11 +47,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``gemgym run``: its own, then the shared groups (:mod:`gemgym.cli.shared`)."""
     p.add_argument("env_id", help="e.g. game:GuessTheNumber-v0-hard")
     p.add_argument("--agent", choices=["random", "oracle", "openai"], default="oracle")
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out: play the episodes it lacks and those that failed",
-    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_shared(p, *GROUPS)
 
@@ -144,6 +139,35 @@ def _previous(path: Path, env_id: str, seed: int, episodes: int) -> dict[int, Ep
     return done
 
 
+def _check_same_env(
+    path: Path | None,
+    done: dict[int, Episode],
+    env_id: str,
+    wrappers: list[Any],
+    env_kwargs: dict[str, Any],
+) -> None:
+    """Refuse to resume records played on another env than this command's: the first recorded
+    episode's reset is replayed and must show the same observation (another ``--wrappers`` or
+    ``--env-kwarg`` changes it, and mixing the two would mix observation formats in one file)."""
+    from gemgym.registry import make
+
+    first = done[min(done)]
+    if not isinstance(first.initial_observation, str):
+        return  # an image or structured observation: the env id and seeds were checked
+    env = make(env_id, wrappers=wrappers or None, **env_kwargs)
+    try:
+        observation, _ = env.reset(seed=first.seed)
+    finally:
+        env.close()
+    if observation != first.initial_observation:
+        raise ConfigError(
+            f"{path} holds episodes played with other --wrappers or --env-kwarg (episode "
+            f"{first.index} began {json.dumps(first.initial_observation[:60])}, this env begins "
+            f"{json.dumps(str(observation)[:60])}); resume it with the same ones, or choose "
+            "another --out"
+        )
+
+
 def _compact(path: Path, episodes: dict[int, Episode]) -> None:
     """Rewrite ``path`` with one line per episode, in index order (atomically)."""
     import os
@@ -172,6 +196,10 @@ def run(args: argparse.Namespace) -> int:
     read_shared(args, *GROUPS)
     if args.resume and not args.out:
         raise ConfigError("--resume continues the run in --out: give --out FILE")
+    if args.resume and not (Path(args.out).is_file() and Path(args.out).stat().st_size):
+        raise ConfigError(
+            f"nothing to resume: {args.out} holds no episodes; drop --resume to start a new run"
+        )
     env_kwargs = dict(args.env_kwargs)
     wrappers = get_wrapper_fns(args.wrappers)  # each env gets its own instances
     # unknown ids, bad kwargs and wrappers that do not fit the env fail before anything
@@ -198,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             console.print(f"warning: {agent_message(warning)}", markup=False, soft_wrap=True)
     done = _previous(out, args.env_id, args.seed, args.episodes) if out and args.resume else {}
+    if done:
+        _check_same_env(out, done, args.env_id, wrappers, env_kwargs)
     todo = [k for k in range(args.episodes) if k not in done or done[k].failed]
     if done and not args.quiet:
         console.print(

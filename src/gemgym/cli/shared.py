@@ -15,7 +15,8 @@ the same help, and reads them the same way:
 * :class:`ModelServerOptions` (``run``, ``eval``): the OpenAI-compatible chat server the
   ``openai`` agent talks to (one client: :class:`gemgym.evaluation.agents.ChatAgent`);
 * :class:`OutputOptions` (``run``, ``eval``, ``train``): ``--out``, where the command writes
-  its results (``run``: a JSONL file of the episodes; ``eval`` and ``train``: a run folder).
+  its results (``run``: a JSONL file of the episodes; ``eval`` and ``train``: a run folder),
+  and ``--resume``, which continues the run there (an error when there is none).
 
 A command that keeps a setting in its own config (``train``: ``run.seed``, ``run.env_kwargs``,
 ``run.wrappers``, ``run.out_dir``) takes the shared flag for it with
@@ -49,6 +50,7 @@ __all__ = [
     "EPISODES",
     "MODEL_SERVER",
     "OUTPUT",
+    "RESUME",
     "TITLES",
     "EnvOptions",
     "EpisodeOptions",
@@ -217,6 +219,13 @@ class OutputOptions(_Checked):
         metavar="PATH",
         help_names_default=True,
     )
+    resume: bool = option(
+        False,
+        help="continue the run in --out (an error when it holds none): run: play the episodes "
+        "the file lacks and those that failed; eval: the tasks the folder lacks, and errors up "
+        "to --max-attempts; train: from OUT/checkpoint.pt. The env, its --env-kwarg and "
+        "--wrappers, and --seed must be the run's",
+    )
 
 
 ENV: tuple[Option, ...] = tuple(section_options("env", EnvOptions))
@@ -225,6 +234,8 @@ ENV_KWARGS: tuple[Option, ...] = tuple(o for o in ENV if o.name == "env_kwargs")
 EPISODES: tuple[Option, ...] = tuple(section_options("episodes", EpisodeOptions))
 MODEL_SERVER: tuple[Option, ...] = tuple(section_options("model", ModelServerOptions))
 OUTPUT: tuple[Option, ...] = tuple(section_options("output", OutputOptions))
+RESUME: tuple[Option, ...] = tuple(o for o in OUTPUT if o.name == "resume")
+"""The part of :data:`OUTPUT` that ``train`` takes as it is (its ``--out`` is ``run.out_dir``)."""
 
 TITLES = {
     "env": "env (shared by run, eval, train; serve takes --env-kwarg)",

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gemgym.cli.shared import ENV, EPISODES, OUTPUT, TITLES, names_as_flags
+from gemgym.cli.shared import ENV, EPISODES, OUTPUT, RESUME, TITLES, names_as_flags, read_shared
 from gemgym.errors import ConfigError, GemGymError
 from gemgym.options import (
     Option,
@@ -92,13 +92,8 @@ def add_arguments(p: argparse.ArgumentParser, *, shared: Sequence[Option] = ()) 
         help="settings from a TOML file, one table per section below (as OUT/config.toml "
         "holds them); the flags given override its values",
     )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from OUT/checkpoint.pt (an error when there is none)",
-    )
     p.add_argument("--quiet", action="store_true", help="no per-update log")
-    add_option_groups(p, [*OPTIONS, *shared], titles=SECTION_TITLES)
+    add_option_groups(p, [*OPTIONS, *RESUME, *shared], titles=SECTION_TITLES)
 
 
 def _cli_text(text: str, args: argparse.Namespace) -> str:
@@ -187,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         raise missing_dependency(e.name or "torch", "train") from e
     from gemgym.registry import spec
 
+    read_shared(args, RESUME)
     cfg = config_from_args(args)
     spec(cfg.run.env_id)
 
