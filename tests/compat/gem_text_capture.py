@@ -2,11 +2,14 @@
 
 Run with a real GEM (``pip install gem-llm`` in a side venv, or a checkout on ``PYTHONPATH``)::
 
-    python tests/compat/gem_text_capture.py tests/compat/data/gem_text.json
+    python tests/compat/gem_text_capture.py tests/compat/data/gem_text.json [SCENARIO ...]
 
-to capture GEM's strings; ``test_gem_text.py`` runs :func:`capture` through gemgym's layer and
-compares each scenario with the captured strings. Every scenario is offline: dataset envs get an
-in-memory ``datasets.Dataset``, the search tool a loopback server started here.
+to capture GEM's strings (named scenarios only: those are captured and merged into the file);
+``test_gem_text.py`` runs :func:`capture` through gemgym's layer and compares each scenario
+with the captured strings. Every scenario is offline: dataset envs get an in-memory
+``datasets.Dataset``, the search tool a loopback server started here, WikiGame a loopback
+MediaWiki API (``api.php``, ``formatversion=2``) over :data:`WIKI_PAGES` (GEM's ``mw`` backend
+needs ``pip install pywikiapi beautifulsoup4``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
@@ -46,6 +49,91 @@ MATH_ROWS = [
 ]
 
 
+WIKI_PAGES: dict[str, tuple[str, list[str]]] = {
+    "Danube": (
+        "The Danube is the second-longest river in Europe. It flows through Budapest.",
+        ["Budapest", "Black Sea", "Vienna"],
+    ),
+    "Budapest": (
+        "Budapest is the capital and most populous city of Hungary. It lies on the Danube.",
+        ["Hungary", "Danube", "Parliament"],
+    ),
+    "Hungary": (
+        "Hungary is a landlocked country in Central Europe. Its capital is Budapest.",
+        ["Budapest", "Black Sea", "Europe"],
+    ),
+    "Vienna": ("Vienna is the capital of Austria.", ["Danube", "Europe"]),
+    "Europe": ("Europe is a continent in the Northern Hemisphere.", ["Hungary", "Vienna"]),
+    "Parliament": ("The Hungarian Parliament Building stands in Budapest.", []),
+    "Black Sea": (
+        "The Black Sea is a marginal sea of the Atlantic Ocean. The Danube flows into it.",
+        ["Danube", "Europe"],
+    ),
+}
+"""WikiGame's loopback wiki: title -> (extract, links); ``Parliament`` is a dead end."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def answer(self, body: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@contextmanager
+def _serve(handler: type[BaseHTTPRequestHandler], path: str) -> Iterator[str]:
+    """A loopback server thread with ``handler``; the URL of ``path``."""
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Wiki(_Handler):
+    randoms = 0
+
+    def do_GET(self) -> None:
+        from urllib.parse import parse_qsl, urlsplit
+
+        q = dict(parse_qsl(urlsplit(self.path).query))
+        titles = list(WIKI_PAGES)
+        if q.get("list") == "random":
+            _Wiki.randoms += 1
+            body: dict[str, Any] = {"random": [{"title": titles[_Wiki.randoms % len(titles)]}]}
+        elif q.get("list") == "search":
+            hits = [t for t in titles if t.lower() == q.get("srsearch", "").lower()]
+            body = {"search": [{"title": t} for t in hits]}
+        elif q.get("titles") in WIKI_PAGES:
+            title = q["titles"]
+            text, links = WIKI_PAGES[title]
+            page = {
+                "pageid": titles.index(title) + 1,
+                "ns": 0,
+                "title": title,
+                "extract": text,
+                "links": [{"ns": 0, "title": t} for t in links],
+            }
+            body = {"pages": [page]}
+        else:
+            body = {"pages": [{"ns": 0, "title": q.get("titles", ""), "missing": True}]}
+        data = json.dumps({"batchcomplete": True, "query": body}).encode()
+        self.answer(data, "application/json; charset=utf-8")
+
+
+def wiki_server() -> AbstractContextManager[str]:
+    """A loopback MediaWiki API over :data:`WIKI_PAGES`; its ``api.php`` URL."""
+    return _serve(_Wiki, "/w/api.php")
+
+
 class Tokenizer:
     """A chat template that shows roles and message boundaries."""
 
@@ -60,7 +148,7 @@ class Tokenizer:
         return text + ("<|assistant|>\n" if add_generation_prompt else "")
 
 
-class _Search(BaseHTTPRequestHandler):
+class _Search(_Handler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         docs = [
@@ -75,27 +163,12 @@ class _Search(BaseHTTPRequestHandler):
             import msgpack  # type: ignore[import-untyped]
 
             body = msgpack.packb({"result": docs})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/msgpack")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        return None
+        self.answer(body, "application/msgpack")
 
 
-@contextmanager
-def search_server() -> Iterator[str]:
+def search_server() -> AbstractContextManager[str]:
     """A loopback retrieval server speaking GEM's wire format; its URL."""
-    server = HTTPServer(("127.0.0.1", 0), _Search)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/retrieve"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return _serve(_Search, "/retrieve")
 
 
 def _play(env: Any, actions: list[str], seed: int) -> list[str]:
@@ -156,7 +229,51 @@ def scenarios() -> dict[str, Callable[[], list[str]]]:
     out["math order"] = _math_order
     out["qa order seed 7"] = _qa_order
     out["vector seeds"] = _vector_seeds
+    out["wikigame mw noregrets"] = lambda: _wikigame("noregrets", WIKI_NOREGRETS)
+    out["wikigame mw oneback"] = lambda: _wikigame("oneback", WIKI_ONEBACK)
     return out
+
+
+WIKI_NOREGRETS = [
+    r"\boxed{Nowhere}",
+    "no box",
+    r"\boxed{Vienna}",
+    r"\boxed{<PREV_PAGE>}",
+    r"\boxed{Europe}",
+    r"\boxed{Hungary}",
+    r"\boxed{Black Sea}",
+]
+WIKI_ONEBACK = [
+    r"\boxed{Budapest}",
+    r"\boxed{Parliament}",
+    r"\boxed{<PREV_PAGE>}",
+    r"\boxed{<PREV_PAGE>}",
+    r"\boxed{Hungary}",
+    r"\boxed{Black Sea}",
+]
+
+
+def _wikigame(variant: str, actions: list[str]) -> list[str]:
+    """GEM's WikiGame over the MediaWiki backend: a fixed start and target, then ``actions``;
+    each step's observation, reward and flags, and suffix."""
+    import gem
+
+    with wiki_server() as url:
+        env = gem.make(
+            "game:WikiGame-v0-easy",
+            backend="mw",
+            trawler_kwargs={"url": url, "query_delay_ms": 0},
+            page_summary_length=(8, "words"),
+            variant=variant,
+        )
+        obs, info = env._reset_fixed_page("Danube", "Black Sea")
+        seen = [obs, str(info["suffix"])]
+        for action in actions:
+            obs, reward, terminated, truncated, info = env.step(action)
+            seen += [obs, f"{reward:+.2f} {terminated} {truncated}", str(info["suffix"])]
+            if terminated or truncated:
+                break
+        return seen
 
 
 def _questions(env: Any, seeds: list[int | None]) -> list[str]:
@@ -258,10 +375,12 @@ def _math() -> list[str]:
     return sorted(env.reset()[0] for _ in range(3))
 
 
-def capture() -> dict[str, list[str] | str]:
-    """Every scenario's strings (or ``"error: ..."`` when it raised)."""
+def capture(names: list[str] | None = None) -> dict[str, list[str] | str]:
+    """Every scenario's strings, or those of ``names`` (``"error: ..."`` when one raised)."""
     result: dict[str, list[str] | str] = {}
     for name, fn in scenarios().items():
+        if names and name not in names:
+            continue
         try:
             result[name] = fn()
         except Exception as e:  # recorded: a scenario GEM itself cannot run
@@ -270,7 +389,13 @@ def capture() -> dict[str, list[str] | str]:
 
 
 if __name__ == "__main__":
-    data = capture()
+    data = capture(sys.argv[2:])
+    if len(sys.argv) > 2:  # these scenarios only, merged into the file
+        try:
+            with open(sys.argv[1], encoding="utf-8") as f:
+                data = {**json.load(f), **data}
+        except FileNotFoundError:
+            pass
     text = json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w", encoding="utf-8") as f:

@@ -119,6 +119,24 @@ def test_gems_wikigame_and_webshop_module_paths(gem_switch: None) -> None:
     assert "game:WikiGame-v0-hard" in gem.envs.registration.ENV_REGISTRY
 
 
+def test_wikigame_reset_fixed_page_starts_the_episode_it_names() -> None:
+    # GEM's tests/test_env/test_wikigame.py: _reset_fixed_page, then step from that start
+    env = gem.make("game:WikiGame-v0-easy")
+    obs, info = env._reset_fixed_page("copy", "pickle")
+    assert "You started at 'copy' and your target page is 'pickle'" in obs
+    assert env.current_page.title == "copy" and env.target_page.title == "pickle"
+    obs, reward, terminated, truncated, _ = env.step(r"\boxed{Built-in_Types}")
+    assert env.current_page.title == "Built-in Types" and reward == -0.05
+    assert env.target_page.title == "pickle"  # the step played the fixed episode
+    assert not (terminated or truncated)
+    env._reset_fixed_page("copy", "pickle")  # a second fixed episode, mid-way through one
+    assert env.step(r"\boxed{pickle}")[1:3] == (1.0, True)
+    assert (
+        env._reset_fixed_page("copy", "pickle", seed=3)[0]
+        == env.reset(options={"start": "copy", "target": "pickle"})[0]
+    )
+
+
 def test_the_switch_finds_gem_where_plain_python_would(tmp_path: Path) -> None:
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     (project / "gem").mkdir(parents=True)

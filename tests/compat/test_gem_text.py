@@ -1,8 +1,9 @@
 """The text a model sees through the layer is GEM's, string for string.
 
 ``data/gem_text.json`` was captured from GEM itself (axon-rl/gem at 4069f2f, Python 3.11) by
-running ``gem_text_capture.py`` with GEM importable; here the same scenarios run through the
-layer. The games' own texts differ where gemgym's games differ on purpose (see
+running ``gem_text_capture.py`` with GEM importable (the WikiGame scenarios with ``pywikiapi``
+and ``beautifulsoup4`` added, over the loopback MediaWiki API both sides talk to); here the
+same scenarios run through the layer. The games' own texts differ where gemgym's games differ on purpose (see
 docs/gem-compat.md, "Deliberate differences"): those scenarios are listed below with the reason.
 """
 
@@ -52,7 +53,7 @@ def test_the_listed_differences_are_games_only() -> None:
     assert set(GAME_DIFFERENCES) <= set(GEM_TEXT)
     assert all(name.startswith("game:") for name in GAME_DIFFERENCES)
     # every wrapper, tool, prompt, order and vector scenario is compared
-    for family in ("history", "python tool", "search tool", "qa", "math", "vector"):
+    for family in ("history", "python tool", "search tool", "qa", "math", "vector", "wikigame"):
         assert any(name.startswith(family) for name in SAME), family
 
 

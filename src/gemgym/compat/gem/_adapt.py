@@ -81,6 +81,20 @@ _ITEM_FIELDS = {
 
 _OWN = frozenset({"env_id", "entry_point", "env"})
 
+
+def _fixed_pages(
+    start_page_title: str, target_page_title: str, seed: int | None = None
+) -> tuple[int | None, dict[str, Any]]:
+    return seed, {"start": start_page_title, "target": target_page_title}
+
+
+_RESETTING: dict[str, Callable[..., tuple[int | None, dict[str, Any]]]] = {
+    "_reset_fixed_page": _fixed_pages,
+}
+"""Env methods that start an episode (GEM's WikiGame test helper): through the layer they are a
+``reset(seed, options=...)`` of the whole wrapper chain, so the next step plays that episode;
+each maps its arguments to the reset's."""
+
 QA_PROMPT = (
     "For any question, always reason through your thought process using:\n"
     "<think> your reasoning here </think>\n"
@@ -317,6 +331,14 @@ class GemEnv(Env):
         if name.startswith(("__", "_gem_")):
             raise AttributeError(name)
         env = object.__getattribute__(self, "_gem_env")
+        to_reset = _RESETTING.get(name)
+        if to_reset is not None and hasattr(env.unwrapped, name):
+
+            def start_episode(*args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+                seed, options = to_reset(*args, **kwargs)
+                return self.reset(seed, options=options)
+
+            return start_episode
         if name == "dataset":
             try:
                 return self._gem_get_dataset()
