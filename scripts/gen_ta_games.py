@@ -193,7 +193,9 @@ def render_doc(
             "`seed_test`, `parallel_api_test` and `parallel_seed_test` (multi-player games), and "
             "garbage actions (empty, unicode, 10,000 characters, non-text: an observation and a "
             "reward, never an exception). Ids that fail are *skipped*: not registered, with the "
-            "reason. TextArena's `-raw` and `-train` copies of each id (the same game under "
+            "reason; `gemgym list`, `gemgym run` and `gemgym.make` asked for one (`gemgym list "
+            "Chess`, `ta:Wordle*`) say it is not registered and why (`registry.unavailable`). "
+            "TextArena's `-raw` and `-train` copies of each id (the same game under "
             "other TextArena wrappers) are not listed.",
             "",
             f"**{len(passed)} of {len(ids)} ids pass** ({single} one-player, "

@@ -1,10 +1,12 @@
-"""``gemgym list``: a pattern that matches nothing is an error, and piped tables are not cut."""
+"""``gemgym list``: a pattern that matches nothing is an error; piped tables (list, run, eval) are
+not cut at 80 columns."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +30,9 @@ def _gemgym(*args: str, columns: str | None = None) -> subprocess.CompletedProce
         ("nosuch", "no env id matches 'nosuch'"),
         ("GuessTheNumbr", "Did you mean 'ta:GuessTheNumber-v0'"),
         ("gam:*", "Did you mean 'game:*'?"),
-        ("ta:Wordle-v0", "TextArena's Wordle-v0 is not registered: needs NLTK"),
+        ("ta:Wordle-v0", "ta:Wordle-v0, ta:Wordle-v0-hardcore, ta:Wordle-v0-long, "),
+        ("ta:Wordle*", "are not registered: needs NLTK's 'words' data"),
+        ("Chess", "ta:Chess-v0, ta:Chess-v0-blind, ta:Chess-v0-long are not registered: "),
     ],
 )
 def test_a_pattern_that_matches_nothing_is_an_error(pattern: str, message: str) -> None:
@@ -37,6 +41,16 @@ def test_a_pattern_that_matches_nothing_is_an_error(pattern: str, message: str) 
         assert out.returncode == 2 and out.stdout == ""
         assert message in out.stderr and "Traceback" not in out.stderr
         assert out.stderr.strip().count("\n") == 0
+
+
+def test_making_a_known_id_that_is_not_registered_says_why() -> None:
+    import gemgym
+    from gemgym.errors import EnvNotFoundError
+
+    with pytest.raises(EnvNotFoundError, match=r"It cannot be registered here: TextArena's module"):
+        gemgym.make("ta:Chess-v0")
+    out = _gemgym("run", "ta:Wordle-v0", "--agent", "random", "--episodes", "1")
+    assert out.returncode == 2 and "needs NLTK's 'words' data" in out.stderr
 
 
 def test_a_piped_table_keeps_whole_ids_and_descriptions() -> None:
@@ -51,3 +65,13 @@ def test_columns_still_sets_the_width() -> None:
     out = _gemgym("list", "rg:", columns="60")
     assert out.returncode == 0, out.stderr
     assert max(len(line) for line in out.stdout.splitlines()) <= 60
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_piped_run_and_eval_tables_keep_whole_env_names(tmp_path: Path, command: str) -> None:
+    env_id = "game:GuessTheNumber-v0-easy"  # with eval's seven columns, cut at 80 before
+    count = ["--episodes", "2"] if command == "run" else ["--tasks", "2"]
+    out = _gemgym(command, env_id, "--agent", "oracle", *count, "--out", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    title = f"oracle agent on {env_id}" if command == "run" else f"{env_id} "
+    assert title in out.stdout and "\u2026" not in out.stdout  # no ellipsis: nothing cut

@@ -60,6 +60,10 @@ class Registry:
         self.import_errors: dict[str, str] = {}
         """Env modules that failed to import during discovery, with the error (their ids are
         missing; :meth:`spec` mentions them)."""
+        self.unavailable: dict[str, str] = {}
+        """Ids a family knows but does not register, with the reason (TextArena games whose
+        module cannot run here: ``ta:Wordle-v0`` needs NLTK data); :meth:`spec` and ``gemgym
+        list`` say why such an id is missing."""
 
     # -- discovery -------------------------------------------------------------------------
     def _ensure_loaded(self) -> None:
@@ -135,6 +139,9 @@ class Registry:
             hint = (
                 f" Did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
             )
+            why = self.unavailable.get(env_id)
+            if why is not None:
+                hint = f" It cannot be registered here: {why}.{hint}"
             broken = "".join(f"\n  {m}: {err}" for m, err in self.import_errors.items())
             if broken:
                 broken = f"\nThese env modules failed to import:{broken}"
@@ -302,8 +309,12 @@ def make(
 def list_envs(pattern: str | None = None) -> list[str]:
     """Registered ids, sorted; ``pattern`` is a glob (``"game:*"``) or a substring."""
     ids = registry.ids()
-    if not pattern:
-        return ids
+    return match_ids(ids, pattern) if pattern else ids
+
+
+def match_ids(ids: Sequence[str], pattern: str) -> list[str]:
+    """The ``ids`` that ``pattern`` matches, as :func:`list_envs` matches: a glob when it has
+    ``*?[``, else a case-insensitive substring."""
     if any(c in pattern for c in "*?["):
         return [i for i in ids if fnmatch.fnmatchcase(i, pattern)]
     low = pattern.lower()
@@ -313,11 +324,10 @@ def list_envs(pattern: str | None = None) -> list[str]:
 def print_envs(pattern: str | None = None) -> None:
     """Print a table of registered envs (id, description, requirement); piped, lines are as long
     as the table (no cut at 80 columns) unless ``COLUMNS`` sets a width."""
-    import os
-
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from gemgym._console import stdout_console
 
     table = Table("id", "description", "requires")
     for env_id in list_envs(pattern):
@@ -325,7 +335,4 @@ def print_envs(pattern: str | None = None) -> None:
         # Text cells are shown verbatim: as str, "gemgym[code]" would lose "[code]" as markup.
         requires = f"gemgym[{s.extra}]" if s.extra else ""
         table.add_row(Text(env_id), Text(s.description), Text(requires))
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=100_000)  # piped: whole ids and descriptions, never cut at 80
-    console.print(table)
+    stdout_console().print(table)  # piped: whole ids and descriptions, never cut at 80

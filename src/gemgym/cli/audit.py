@@ -15,9 +15,9 @@ does not explain it, 0 otherwise, 2 for bad input. See docs/audit.md.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from gemgym._console import stdout_console
 from gemgym.cli.run import parse_kv
 from gemgym.errors import ConfigError
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             search_url=args.search_url,
             progress=on_progress,
         )
-    Console(file=sys.stdout).print(report.table())
+    stdout_console().print(report.table())
     if args.json:
         report.write_json(args.json)
         console.print(f"wrote {args.json}", markup=False)

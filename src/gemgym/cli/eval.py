@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Any
 
+from gemgym._console import stdout_console
 from gemgym.cli.run import parse_kv
 from gemgym.cli.shared import (
     ENV,
@@ -213,7 +214,6 @@ def _rescore(rest: list[str]) -> int:
 
 
 def _compare(rest: list[str]) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from gemgym.evaluation.results import RunDir
@@ -236,7 +236,7 @@ def _compare(rest: list[str]) -> int:
             delta = f"[bold]{delta}[/]"
         ci = "-" if r["ci"] is None else f"±{r['ci']:.1%}"
         table.add_row(r["env"], pct(r["a"]), pct(r["b"]), delta, ci, str(r["tasks"] or "-"))
-    Console(file=sys.stdout).print(table)
+    stdout_console().print(table)
     return 0
 
 
@@ -598,5 +598,5 @@ def _print_summary(result: dict[str, Any], run_dir: Any) -> None:
     for name, b in summary["envs"].items():
         table.add_row(name, str(b["tasks"]), *row(b))
     table.add_row("mean over envs", "", *row(summary["overall"]))
-    Console(file=sys.stdout).print(table)
+    stdout_console().print(table)
     Console(stderr=True).print(f"report: {run_dir.report_html}", markup=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gemgym.errors import EnvNotFoundError, close_matches
-from gemgym.registry import list_envs, print_envs
+from gemgym.registry import list_envs, match_ids, print_envs, registry
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -18,12 +18,13 @@ def _no_match(pattern: str) -> EnvNotFoundError:
     """The error for a pattern no id matches: close matches, and why a known id is missing."""
     ids = list_envs()
     hint = ""
-    if pattern.startswith("ta:"):
-        from gemgym.envs._ta_games import TA_SKIPPED
-
-        reason = TA_SKIPPED.get(pattern[3:])
-        if reason is not None:
-            hint = f" TextArena's {pattern[3:]} is not registered: {reason}."
+    unavailable = match_ids(sorted(registry.unavailable), pattern)  # known, not registered
+    reasons: dict[str, list[str]] = {}
+    for env_id in unavailable:
+        reasons.setdefault(registry.unavailable[env_id], []).append(env_id)
+    for reason, known in reasons.items():
+        shown = ", ".join(known[:4]) + (f" and {len(known) - 4} more" if len(known) > 4 else "")
+        hint += f" {shown} {'is' if len(known) == 1 else 'are'} not registered: {reason}."
     bare = pattern.strip("*?[]")
     suggestions = close_matches(bare, ids) if bare else []
     namespace, colon, rest = pattern.partition(":")

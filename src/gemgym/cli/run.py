@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gemgym._console import stdout_console
 from gemgym.cli.shared import (
     ENV,
     EPISODES,
@@ -329,7 +329,6 @@ def _close(agent: Any) -> None:
 
 
 def _print_table(args: argparse.Namespace, episodes: list[Episode]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from gemgym.experience import summarize
@@ -345,4 +344,4 @@ def _print_table(args: argparse.Namespace, episodes: list[Episode]) -> None:
         f"{stats['success_rate']:.1%}",
         f"{stats['mean_turns']:.2f}",
     )
-    Console(file=sys.stdout).print(table)
+    stdout_console().print(table)

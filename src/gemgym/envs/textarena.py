@@ -61,7 +61,7 @@ from gemgym.envs._ta_games import TA_GAMES, TA_SKIPPED
 from gemgym.errors import ConfigError, missing_dependency
 from gemgym.multiagent.game import InvalidMove, TextGame
 from gemgym.multiagent.selfplay import SelfPlayEnv
-from gemgym.registry import register
+from gemgym.registry import register, registry
 
 __all__ = ["MAX_ACTION_CHARS", "TA_GAMES", "TA_SKIPPED", "TextArenaEnv", "TextArenaGame"]
 
@@ -275,7 +275,10 @@ class TextArenaEnv(SelfPlayEnv):
 
 def _register() -> None:
     """One-player games as :class:`TextArenaEnv`; the others as multi-agent games (the spec
-    :func:`~gemgym.multiagent.game.register_game` writes: their single-agent view)."""
+    :func:`~gemgym.multiagent.game.register_game` writes: their single-agent view). The games
+    that cannot run here are left out, and the registry says why when one is asked for."""
+    for env_id, why in TA_SKIPPED.items():
+        registry.unavailable[f"ta:{env_id}"] = why
     for env_id, (low, _high) in TA_GAMES.items():
         if env_id in TA_SKIPPED:
             continue
