@@ -119,6 +119,21 @@ def test_gems_wikigame_and_webshop_module_paths(gem_switch: None) -> None:
     assert "game:WikiGame-v0-hard" in gem.envs.registration.ENV_REGISTRY
 
 
+def test_webshop_reset_takes_gems_session_and_instruction_text() -> None:
+    # GEM's WebshopEnv.reset(seed, session, instruction_text): an int session picks the goal
+    env = gem.make("webshop:test-text")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GemCompatWarning)  # taken, not ignored
+        env.reset(session=3)
+        assert env.goal_index == 3
+        _, info = env.reset(None, session=5, instruction_text="i want a red hat")
+        assert env.goal_index == 5 and "i want a red hat" in info["suffix"]
+        env.reset(session="abc")  # GEM: another session is a random goal
+        assert 0 <= env.goal_index < env.num_goals
+    with pytest.warns(GemCompatWarning, match="session"):
+        gem.make("game:GuessTheNumber-v0-easy").reset(session=3)  # not a WebShop keyword
+
+
 def test_wikigame_reset_fixed_page_starts_the_episode_it_names() -> None:
     # GEM's tests/test_env/test_wikigame.py: _reset_fixed_page, then step from that start
     env = gem.make("game:WikiGame-v0-easy")

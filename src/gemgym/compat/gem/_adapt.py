@@ -95,6 +95,27 @@ _RESETTING: dict[str, Callable[..., tuple[int | None, dict[str, Any]]]] = {
 ``reset(seed, options=...)`` of the whole wrapper chain, so the next step plays that episode;
 each maps its arguments to the reset's."""
 
+_WEBSHOP = "gemgym.envs.webshop.env:WebShopEnv"
+_RESET_KEYWORDS = {"session": _WEBSHOP, "instruction_text": _WEBSHOP}
+"""GEM reset keywords an env takes as reset options: GEM's ``WebshopEnv.reset(seed, session,
+instruction_text)`` (an int session is the goal's index, another session a random goal)."""
+
+
+def _reset_keywords_as_options(
+    env: Any, kwargs: dict[str, Any], options: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Move the GEM reset keywords ``env`` takes from ``kwargs`` into ``options``."""
+    where = f"{type(env).__module__}:{type(env).__qualname__}"
+    for name in [n for n in kwargs if _RESET_KEYWORDS.get(n) == where]:
+        value = kwargs.pop(name)
+        if value is None or (
+            name == "session" and (isinstance(value, bool) or not isinstance(value, int))
+        ):
+            continue
+        options = {**(options or {}), name: value}
+    return options
+
+
 QA_PROMPT = (
     "For any question, always reason through your thought process using:\n"
     "<think> your reasoning here </think>\n"
@@ -216,6 +237,7 @@ class GemEnv(Env):
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         options = kwargs.pop("options", None)
         idx = kwargs.pop("idx", None)  # GEM's MathEnv.reset(idx=)
+        options = _reset_keywords_as_options(self._gem_env.unwrapped, kwargs, options)
         for name in kwargs:
             warn_ignored("reset()", name)
         if seed is None and self._gem_seed is not None:
