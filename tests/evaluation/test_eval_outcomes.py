@@ -175,6 +175,51 @@ def test_a_refused_key_or_an_unknown_model_ends_the_run_before_any_episode(
 
 
 @needs_openai
+def test_a_server_with_no_such_route_ends_the_run_naming_base_url(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A base_url without /v1: GET /models and every chat request are 404 (nothing listed)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    posts: list[str] = []
+
+    class NoRoute(BaseHTTPRequestHandler):
+        def _404(self) -> None:
+            body = b'{"detail": "Not Found"}'
+            self.send_response(404)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._404()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            posts.append(self.path)
+            self._404()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NoRoute)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        t0 = time.monotonic()
+        status = _eval(tmp_path / "run", url, "--tasks", "16")
+        assert time.monotonic() - t0 < 10
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 2 and posts == ["/chat/completions"]  # the probe's, no episode's
+    err = capsys.readouterr().err
+    assert "answered HTTP 404 to GET /models and to a chat request" in err
+    assert "check base_url (--base-url), which usually ends in /v1" in err and err.count("\n") == 1
+
+
+@needs_openai
 def test_a_circuit_breaker_stops_hammering_a_dead_server(tmp_path: Path, capsys: Any) -> None:
     run = tmp_path / "run"
     args = ("--tasks", "40", "--concurrency", "2", "--max-retries", "1")

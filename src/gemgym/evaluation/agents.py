@@ -283,8 +283,9 @@ class ChatAgent:
 
         Raises :class:`~gemgym.errors.ModelUnavailableError` when no turn can work: the server
         cannot be reached (within ``connect_timeout`` s), it refuses the API key (HTTP
-        401/403), or it does not serve the model (its ``/models`` list lacks it and a chat
-        request answers 404 or "model does not exist"). Returns a warning (the server is
+        401/403), or it does not serve the model (its ``/models`` list lacks it, or it has no
+        ``/models`` (404, as a base_url without ``/v1``), and a chat request answers 404 or
+        "model does not exist"). Returns a warning (the server is
         reachable but did not answer the probe well: slow, 5xx) or ``None``; the run goes on
         then, and the circuit breaker stops it if the server stays broken.
         """
@@ -293,9 +294,11 @@ class ChatAgent:
         where = f"the LLM server at {self.base_url}"
         try:
             try:
-                listed = self._check_models(await http.get("/models"))
-                if listed is not None and self.model not in listed:
-                    await self._probe_chat(http, listed)
+                models = await http.get("/models")
+                listed = self._check_models(models)
+                # a /models that is not there (404) is often a base_url without /v1: ask a chat
+                if models.status == 404 or (listed is not None and self.model not in listed):
+                    await self._probe_chat(http, listed, models_missing=models.status == 404)
             except TransportError as e:
                 if e.kind != "connect":
                     why = "no answer in time" if e.kind == "timeout" else e.detail
@@ -331,8 +334,12 @@ class ChatAgent:
             return None
         return ids or None
 
-    async def _probe_chat(self, http: AsyncClient, listed: list[str] | None) -> None:
-        """A one-token chat request: raises when the server says the model is not served."""
+    async def _probe_chat(
+        self, http: AsyncClient, listed: list[str] | None, *, models_missing: bool = False
+    ) -> None:
+        """A one-token chat request: raises when the server says the model is not served
+        (``models_missing``: ``GET /models`` was answered 404 too, so base_url is the likely
+        cause)."""
         body = dict(self._body, messages=[{"role": "user", "content": "Say OK."}])
         if "max_completion_tokens" not in body:
             body["max_tokens"] = 1
@@ -346,6 +353,12 @@ class ChatAgent:
             status == 400 and "model" in low and any(h in low for h in MODEL_NOT_FOUND_HINTS)
         ):
             served = f"; it serves: {', '.join(listed[:10])}" if listed else ""
+            if models_missing and status == 404:
+                raise ModelUnavailableError(
+                    f"the LLM server at {self.base_url} answered HTTP 404 to GET /models and to "
+                    f"a chat request for model {self.model!r} ({detail}); check base_url, which "
+                    "usually ends in /v1, and model"
+                )
             raise ModelUnavailableError(
                 f"the LLM server at {self.base_url} does not serve model {self.model!r} "
                 f"(HTTP {status}: {detail}){served}; check model and base_url, which usually "
