@@ -35,3 +35,23 @@ def test_one_short_warning_per_dataset_and_process(
     assert len(first) <= 250 and "\n" not in first
     assert first.startswith("GSM8K: ") and "axon-rl/GSM-8k" in first and "offline" in first
     assert "once online" in first and "dataset='file.jsonl'" in first
+
+
+def test_the_cli_shows_it_as_one_line(tmp_path: Path) -> None:
+    """``gemgym run`` of a dataset env offline: one ``gemgym: warning:`` line, no file, line
+    number or source line (Python's form was two lines, the second a line of gemgym's code)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    env.pop("HF_HUB_CACHE", None)
+    env.pop("HF_DATASETS_CACHE", None)
+    argv = [sys.executable, "-m", "gemgym", "run", "math:GSM8K", "--agent", "random"]
+    argv += ["--episodes", "3", "--quiet", "--out", str(tmp_path / "t.jsonl")]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "GSM8K" in line]
+    assert len(warned) == 1 and warned[0].startswith("gemgym: warning: GSM8K: using gemgym's")
+    assert len(warned[0]) <= 270 and "Warning" not in done.stderr
+    assert "self._init_dataset" not in done.stderr and ".py:" not in done.stderr

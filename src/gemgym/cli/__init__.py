@@ -1,15 +1,19 @@
 """The ``gemgym`` command: ``list``, ``info``, ``play``, ``run``, ``audit``, ... (one module per
 subcommand).
 
-Bad input gets a one-line ``gemgym: error: ...`` and exit status 2, never a traceback.
+Bad input gets a one-line ``gemgym: error: ...`` and exit status 2, never a traceback; gemgym's
+own warnings (a dataset's shipped sample, format errors in training, ...) are one line each,
+``gemgym: warning: ...``, not Python's file, line and source.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 
 from gemgym.errors import GemGymError
 
@@ -46,12 +50,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """While a command runs, a warning of a gemgym category is shown as one line,
+    ``gemgym: warning: MESSAGE`` (others keep Python's form). Only the text changes: where a
+    warning is recorded (``pytest.warns``, ``catch_warnings(record=True)``) it is unchanged."""
+    python_form = warnings.formatwarning
+
+    def formatted(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
+        if category.__module__.split(".")[0] == "gemgym":
+            return f"gemgym: warning: {message}\n"
+        return python_form(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatted
+    try:
+        yield
+    finally:
+        warnings.formatwarning = python_form
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gemgym`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        status: int = importlib.import_module(args._module).run(args)
+        with _one_line_warnings():
+            status: int = importlib.import_module(args._module).run(args)
     except GemGymError as e:
         print(f"gemgym: error: {e}", file=sys.stderr)
         return 2
