@@ -75,3 +75,18 @@ def test_piped_run_and_eval_tables_keep_whole_env_names(tmp_path: Path, command:
     assert out.returncode == 0, out.stderr
     title = f"oracle agent on {env_id}" if command == "run" else f"{env_id} "
     assert title in out.stdout and "\u2026" not in out.stdout  # no ellipsis: nothing cut
+
+
+@pytest.mark.parametrize("extra", [[], ["--plain"]])
+def test_a_reader_that_stops_early_gets_no_traceback(extra: list[str]) -> None:
+    """``gemgym list --plain | head -3``: the pipe closes before gemgym has written."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "gemgym", "list", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as child:
+        assert child.stdout is not None and child.stderr is not None
+        child.stdout.close()  # closed before the child has imported gemgym
+        err = child.stderr.read()
+    assert child.returncode == 1 and err == ""  # rich's tables exit 1 on a closed pipe too

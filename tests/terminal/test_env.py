@@ -337,6 +337,24 @@ def test_a_task_without_a_reference_solution_plays_and_grades(tmp_path: Path) ->
 
 
 @needs_bwrap
+def test_the_cli_plays_a_task_without_a_solution_and_only_oracle_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gemgym.cli import main
+
+    task = _write_task(tmp_path / "tasks", "hidden-solution")
+    (task / "solution" / "solve.sh").unlink()
+    args = ["terminal:dir", "--env-kwarg", f"path={task}", "--quiet"]
+    out = ["--out", str(tmp_path / "t.jsonl")]
+    assert main(["run", *args, "--agent", "random", "--episodes", "1", *out]) == 0
+    assert main(["run", *args, "--agent", "oracle", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "task 'hidden-solution' has no reference solution (solution/solve.sh)" in err
+    assert "so --agent oracle cannot play it" in err and "Traceback" not in err
+    assert err.count("gemgym: error:") == 1
+
+
+@needs_bwrap
 def test_non_text_and_unencodable_actions_are_the_models_format_errors(task_dir: Path) -> None:
     env = TerminalEnv(path=str(task_dir), prestart=False)
     try:

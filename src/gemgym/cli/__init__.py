@@ -88,7 +88,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gemgym: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `gemgym list --plain | head`: the reader has what it wanted
+        _drop_stdout()
+        return 1  # no traceback; 1 as rich's tables and Python's recipe exit on a closed pipe
     return status
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a closed pipe cannot raise
+    again at exit (Python's documented recipe for SIGPIPE)."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # stdout is not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover
