@@ -376,6 +376,65 @@ def test_inotify_instances_of_one_sandbox_do_not_starve_another() -> None:
         assert box and box[0].ok and int(box[0].stdout) > 0
 
 
+PIPE_HOG = """
+import fcntl, os, time
+kids = []
+for _ in range(12):  # 12 processes x ~180 pipes x 16 pages: past pipe-user-pages-soft (16,384)
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.close(r)
+        held = []
+        try:
+            while True:
+                held.append(os.pipe())
+        except OSError:
+            pass
+        os.write(w, b"%d\\n" % fcntl.fcntl(held[-1][0], 1032))  # F_GETPIPE_SZ of the last one
+        time.sleep(30)
+        os._exit(0)
+    os.close(w)
+    kids.append(r)
+smallest = min(int(os.read(r, 32)) for r in kids)
+print(smallest, time.time(), flush=True)
+time.sleep(2)
+print(time.time(), flush=True)
+"""
+PIPE_SIZE = "import fcntl, os, time\nr, w = os.pipe()\nprint(fcntl.fcntl(r, 1032), time.time())"
+
+
+@pytest.mark.skipif(not ROOT, reason="per-sandbox uids are leased as root only")
+def test_pipe_buffers_of_one_sandbox_do_not_shrink_anothers() -> None:
+    """One run holding 2,000 pipes (past its uid's ``pipe-user-pages-soft``, so its own new
+    pipes get 8 KiB) leaves other sandboxes' new pipes their full 64 KiB."""
+    soft = int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text())
+    if soft == 0 or soft > 12 * 150 * 16:
+        pytest.skip(f"pipe-user-pages-soft is {soft}: 12 processes' pipes cannot pass it")
+    limits = Limits(timeout=20)
+    with PoolSandbox(limits, size=1) as a, PoolSandbox(limits, size=1) as b:
+        a.warm_up()
+        b.warm_up()
+        box: list[RunResult] = []
+        t = threading.Thread(target=lambda: box.append(a.run(PIPE_HOG)))
+        t.start()
+        probes = []
+        try:
+            while t.is_alive():
+                r = b.run(PIPE_SIZE)
+                assert r.ok, r.stderr
+                size, at = r.stdout.split()
+                probes.append((float(at), int(size)))
+        finally:
+            t.join(30)
+    assert box and box[0].ok, box[0].stderr if box else "no result"
+    (smallest, full_at), (until,) = (
+        map(float, line.split()) for line in box[0].stdout.splitlines()
+    )
+    assert smallest < 65536  # the hog did reach its uid's limit
+    during = [size for at, size in probes if full_at <= at <= until]
+    assert during, "no probe ran while the hog held its pipes"
+    assert set(during) == {65536}, probes
+
+
 # -- loud fallbacks ------------------------------------------------------------------------------
 
 
