@@ -378,8 +378,8 @@ def test_inotify_instances_of_one_sandbox_do_not_starve_another() -> None:
 
 PIPE_HOG = """
 import fcntl, os, time
-kids = []
-for _ in range(12):  # 12 processes x ~180 pipes x 16 pages: past pipe-user-pages-soft (16,384)
+size = 65536
+for _ in range(56):  # processes holding pipes until the uid is past pipe-user-pages-soft
     r, w = os.pipe()
     if os.fork() == 0:
         os.close(r)
@@ -393,9 +393,10 @@ for _ in range(12):  # 12 processes x ~180 pipes x 16 pages: past pipe-user-page
         time.sleep(30)
         os._exit(0)
     os.close(w)
-    kids.append(r)
-smallest = min(int(os.read(r, 32)) for r in kids)
-print(smallest, time.time(), flush=True)
+    size = int(os.read(r, 32))
+    if size < 65536:
+        break
+print(size, time.time(), flush=True)
 time.sleep(2)
 print(time.time(), flush=True)
 """
@@ -404,11 +405,11 @@ PIPE_SIZE = "import fcntl, os, time\nr, w = os.pipe()\nprint(fcntl.fcntl(r, 1032
 
 @pytest.mark.skipif(not ROOT, reason="per-sandbox uids are leased as root only")
 def test_pipe_buffers_of_one_sandbox_do_not_shrink_anothers() -> None:
-    """One run holding 2,000 pipes (past its uid's ``pipe-user-pages-soft``, so its own new
-    pipes get 8 KiB) leaves other sandboxes' new pipes their full 64 KiB."""
+    """One run holding pipes past its uid's ``pipe-user-pages-soft`` (16,384 pages: about
+    1,000 pipes, so its own new pipes get 8 KiB) leaves other sandboxes' new pipes 64 KiB."""
     soft = int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text())
-    if soft == 0 or soft > 12 * 150 * 16:
-        pytest.skip(f"pipe-user-pages-soft is {soft}: 12 processes' pipes cannot pass it")
+    if soft == 0 or soft > 16 * 16_384:
+        pytest.skip(f"pipe-user-pages-soft is {soft}: a sandbox's processes cannot pass it")
     limits = Limits(timeout=20)
     with PoolSandbox(limits, size=1) as a, PoolSandbox(limits, size=1) as b:
         a.warm_up()
