@@ -229,6 +229,28 @@ def test_missing_inputs_are_one_line_errors(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint", b'{"episode": 1}\n'])
+def test_a_file_that_is_not_a_checkpoint_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes
+) -> None:
+    from gemgym.cli import main
+
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(content)
+    argv = ["train", ENV, *TINY, "--updates", "1", "--eval-episodes", "0"]
+    assert main([*argv, "--out", str(tmp_path / "a"), "--init", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"--init '{bad}' is not a checkpoint written by the gemgym trainer (" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    out = tmp_path / "b"  # a damaged checkpoint.pt in the run folder, resumed
+    out.mkdir()
+    (out / "checkpoint.pt").write_bytes(content)
+    assert main([*argv, "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "--out's checkpoint" in err and "drop resume (--resume) to start this one over" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_the_curve_is_drawn_per_update_with_wall_time_on_a_second_axis(tmp_path: Path) -> None:
     from gemgym.rl.trainer.output import curves_figure, write_curves
 

@@ -76,13 +76,37 @@ def saved_config(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: dict(v) for k, v in saved.items()}
 
 
+def read_checkpoint(
+    path: Path | str,
+    device: Any = "cpu",
+    *,
+    given_as: str,
+    fix: str = "give a checkpoint.pt from a run's output folder",
+) -> dict[str, Any]:
+    """The state a checkpoint file holds; a file that is not one (another file, a truncated
+    or empty one) is a :class:`ConfigError` naming ``given_as``, the setting that gave it, and
+    saying what to do (``fix``)."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # torch.load's errors: UnpicklingError, RuntimeError, EOFError, ...
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        state, problem = None, f"{type(e).__name__}: {why}"
+    else:
+        problem = "it holds no model weights and settings"
+    if not isinstance(state, dict) or not {"model", "config"} <= set(state):
+        raise ConfigError(
+            f"{given_as} {str(path)!r} is not a checkpoint written by the gemgym trainer "
+            f"({problem}); {fix}"
+        )
+    return state
+
+
 def config_from_checkpoint(path: Path | str) -> TrainConfig:
     """The :class:`TrainConfig` of the run that wrote the checkpoint at ``path`` (a checkpoint
     from before the sections too)."""
-    import torch
-
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    return config_from_dict(saved_config(state))
+    return config_from_dict(saved_config(read_checkpoint(path, given_as="checkpoint")))
 
 
 def save_checkpoint(trainer: Trainer, path: Path) -> None:
@@ -124,9 +148,7 @@ def load_model_weights(
     With ``config`` (the run's), a checkpoint made with other :data:`WEIGHT_SETTINGS` is a
     :class:`ConfigError` that names them; weights that do not fit ``model`` anyway are one
     too."""
-    import torch
-
-    state = torch.load(path, map_location=device, weights_only=False)
+    state = read_checkpoint(path, device, given_as="sft.init_checkpoint")
     if config is not None:
         differ = _differences(saved_config(state), config, WEIGHT_SETTINGS)
         if differ:
@@ -150,7 +172,12 @@ def load_checkpoint(trainer: Trainer, path: Path) -> None:
     same :data:`MODEL_SETTINGS`)."""
     import torch
 
-    state = torch.load(path, map_location=trainer.device, weights_only=False)
+    state = read_checkpoint(
+        path,
+        trainer.device,
+        given_as="run.out_dir's checkpoint",
+        fix="start a new run in another run.out_dir, or drop resume to start this one over",
+    )
     differ = _differences(saved_config(state), trainer.config, MODEL_SETTINGS)
     if differ:
         path_name, was, is_now = differ[0]
