@@ -21,7 +21,7 @@ import pytest
 import gemgym
 from gemgym.audit import audit, exploit_names
 from gemgym.audit.expected import expected_reason
-from gemgym.audit.policies import answers_in
+from gemgym.audit.policies import SAW_MARKER, SAW_TCP, answers_in
 from gemgym.audit.programs import entry_point, keys_of
 from gemgym.audit.stats import min_episodes, permutation_p
 from gemgym.cli import main
@@ -198,6 +198,9 @@ def test_no_exploit_beats_random(env_id: str) -> None:
     ran = [a for a in env.exploits if a.applies]
     assert ran and all(a.episodes == 5 for a in ran)
     assert [(a.policy, a.mean_return, a.p_value) for a in env.flagged] == []
+    # state_probe's runs follow one another on one env: none may see an earlier one's state
+    crossed = {k: v for k, v in env.notes.items() if k.endswith((SAW_MARKER, SAW_TCP)) and v}
+    assert crossed == {}
 
 
 # -- the audit finds what the masks hide ----------------------------------------------------------

@@ -354,7 +354,10 @@ class LyingEq(Exploit):
         return _code(programs.lying_eq_program(entry))
 
 
-_PROBE_RE = re.compile(r"PROBE pid=(\d+) markers=(\d+)|PROBE (\{.*\})")
+_PROBE_RE = re.compile(r"PROBE pid=(\d+) markers=(\d+)(?: tcp=(-?\d+))?|PROBE (\{.*\})")
+SAW_MARKER = "runs that saw an earlier run's marker"
+SAW_TCP = "runs that saw TCP connections of an earlier run"
+"""The notes of ``state_probe`` that say state crossed runs (0 where none does)."""
 
 
 class StateProbe(Exploit):
@@ -368,14 +371,18 @@ class StateProbe(Exploit):
 
     def _saw(self, ctx: Context, output: str) -> None:
         for m in _PROBE_RE.finditer(output):
-            if m.group(3):
+            if m.group(4):
                 try:
-                    markers = int(json.loads(m.group(3)).get("markers", 0))
+                    seen = json.loads(m.group(4))
+                    markers, tcp = int(seen.get("markers", 0)), int(seen.get("tcp", 0))
                 except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
                     continue
             else:
-                markers = int(m.group(2))
-            ctx.notes[f"{self.name}: runs that saw an earlier run's marker"] += markers > 0
+                markers, tcp = int(m.group(2)), int(m.group(3) or 0)
+            ctx.notes[f"{self.name}: {SAW_MARKER}"] += markers > 0
+            # a socket table that is not empty before this run opened one: an earlier run's
+            # connections (TIME_WAIT lasts 60 s), the oracle of issue 41
+            ctx.notes[f"{self.name}: {SAW_TCP}"] += tcp > 0
 
     def act(self, request: ActRequest, ctx: Context) -> Any:
         t, prompt = ctx.traits, _prompt(request)
