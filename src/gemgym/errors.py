@@ -21,6 +21,7 @@ against upstream GEM (which raised plain ``ValueError`` and ``ImportError``) kee
     ├── GradingError                  an env's grader could not grade (not the model's fault)
     ├── VectorEnvError                a vector env was misused or lost a worker beyond recovery
     ├── EnvLostError (ConnectionError)  an env's host (a served env's endpoint, a Ray node) was lost
+    │   └── ServerFullError           every served endpoint refused a session: full (its caps)
     ├── AgentError                    an agent could not produce actions for a turn
     │   └── ModelUnavailableError     the model cannot be reached at all; the run stops
     └── BackendError                  an inference backend failed a request (server down, HTTP error,
@@ -52,6 +53,7 @@ __all__ = [
     "ResetNeeded",
     "SandboxError",
     "SandboxUnavailableError",
+    "ServerFullError",
     "ToolError",
     "UnknownParameterError",
     "VectorEnvError",
@@ -129,6 +131,13 @@ class EnvLostError(GemGymError, ConnectionError):
     """The host of an env went away mid-episode (a ``gemgym serve`` endpoint stopped answering,
     every endpoint of a pool is down, a Ray node died and its episode could not be re-run): the
     episode fails with stage ``"env"``; the next episode plays on a host that is up."""
+
+
+class ServerFullError(EnvLostError):
+    """Every ``gemgym serve`` endpoint that could host the env refused a session for being full
+    (its ``--max-sessions``, or this client's per-client cap): the servers are up, there is no
+    room. The episode fails with stage ``"env"``, as for a lost host; play fewer envs at once or
+    add servers."""
 
 
 class AgentError(GemGymError):

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +17,16 @@ from typing import Any
 
 from gemgym.errors import ConfigError
 
-__all__ = ["free_port", "serve_process", "transformers_serve", "wait_for_port"]
+__all__ = [
+    "ServerProcess",
+    "free_port",
+    "gemgym_server",
+    "post_streamed",
+    "rss_kib",
+    "serve_process",
+    "transformers_serve",
+    "wait_for_port",
+]
 
 
 def free_port() -> int:
@@ -99,6 +110,70 @@ def serve_process(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@dataclasses.dataclass
+class ServerProcess:
+    """A server :func:`gemgym_server` started: its port and process; ``out`` and ``err`` (its
+    stdout and stderr) once it has stopped."""
+
+    port: int
+    proc: subprocess.Popen[str]
+    out: str = ""
+    err: str = ""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@contextlib.contextmanager
+def gemgym_server(*args: str, what: str = "gemgym") -> Iterator[ServerProcess]:
+    """``python -m gemgym ARGS --port PORT`` (``serve ...``, ``serve-retriever ...``) on a free
+    loopback port while the block runs; yields it once the port accepts connections (stdout and
+    stderr are text pipes). Stopped with Ctrl-C (SIGINT), its output then read."""
+    port = free_port()
+    src = str(Path(__file__).parents[2] / "src")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gemgym", *args, "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": src},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    server = ServerProcess(port, proc)
+    try:
+        wait_for_port(port, process=proc, what=what)
+        yield server
+    finally:
+        proc.send_signal(signal.SIGINT)
+        server.out, server.err = proc.communicate(timeout=30)
+
+
+def rss_kib(pid: int) -> int:
+    """The resident memory of process ``pid`` in KiB (``VmRSS``)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def post_streamed(port: int, path: str, size: int, *, timeout_s: float = 60.0) -> str:
+    """POST a JSON body of ``size`` bytes (``x`` repeated, sent 1 MiB at a time, never held
+    whole) to 127.0.0.1:``port``; returns what the server sends until it closes."""
+    chunk = b"x" * (1 << 20)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        s.sendall(f"{head}Content-Length: {size}\r\n\r\n".encode())
+        for _ in range(size // len(chunk)):
+            s.sendall(chunk)
+        s.sendall(chunk[: size % len(chunk)])
+        parts = []
+        while piece := s.recv(65536):
+            parts.append(piece)
+    return b"".join(parts).decode("latin-1")
 
 
 def transformers_serve(

@@ -3,14 +3,9 @@ with OpenEnv's own clients, and OpenEnv servers played as gemgym envs."""
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +29,7 @@ from gemgym.integrations.openenv import (  # noqa: E402
 )
 from gemgym.prompting import model_view  # noqa: E402
 from gemgym.testing import check_env  # noqa: E402
-from helpers.net import free_port, wait_for_port  # noqa: E402
+from helpers.net import free_port, gemgym_server, wait_for_port  # noqa: E402
 
 GUESS = "game:GuessTheNumber-v0-easy"
 GUESSES = ["\\boxed{5}", "\\boxed{7}", "\\boxed{3}", "\\boxed{9}", "\\boxed{1}"]
@@ -171,39 +166,16 @@ def test_unknown_ids_and_bad_arguments_are_reported() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_gemgym_serve_runs_a_server(workers: int) -> None:
-    port = free_port()
-    src = str(Path(__file__).parents[2] / "src")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gemgym",
-            "serve",
-            "game:Wordle-v0-easy",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-        ],
-        env={**os.environ, "PYTHONPATH": src},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_for_port(port, process=proc, what="gemgym serve")
-        envs = [OpenEnvEnv(url) for _ in range(4)]  # sessions spread over the workers
+    args = ("serve", "game:Wordle-v0-easy", "--workers", str(workers))
+    with gemgym_server(*args, what="gemgym serve") as server:
+        envs = [OpenEnvEnv(server.url) for _ in range(4)]  # sessions spread over the workers
         for seed, env in enumerate(envs):
             assert _remote(env, seed, ["\\boxed{crane}"]) == _local(
                 "game:Wordle-v0-easy", seed, ["\\boxed{crane}"]
             )
         for env in envs:
             env.close()
-    finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+    out, err, proc = server.out, server.err, server.proc
     assert "serving game:Wordle-v0-easy" in out
     assert "Exception" not in err  # sessions that end are not logged as server errors
     assert proc.returncode == 0  # Ctrl-C stops it cleanly

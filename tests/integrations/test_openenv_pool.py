@@ -27,7 +27,7 @@ pytestmark = pytest.mark.openenv
 from gemgym.episodes import Action, ActRequest, Engine, EnvSource, Episode, EpisodeSpec  # noqa: E402
 from gemgym.errors import ConfigError, EnvLostError  # noqa: E402
 from gemgym.integrations.openenv import OpenEnvEnv  # noqa: E402
-from gemgym.integrations.openenv_pool import EndpointPool, is_lost  # noqa: E402
+from gemgym.integrations.openenv_pool import EndpointPool, is_full, is_lost  # noqa: E402
 from gemgym.prompting import model_view  # noqa: E402
 from helpers.net import free_port, wait_for_port  # noqa: E402
 
@@ -226,3 +226,6 @@ def test_pool_arguments_and_what_counts_as_lost() -> None:
     assert is_lost(ConnectionRefusedError()) and is_lost(TimeoutError())
     assert is_lost(RuntimeError("Server error: server full: 8 of 8 (code: CAPACITY_REACHED)"))
     assert not is_lost(RuntimeError("Server error: bad options (code: EXECUTION_ERROR)"))
+    # full is a kind of lost (the reset goes elsewhere), but the server is up
+    assert is_full(RuntimeError("Server error: server full: 8 of 8 (code: CAPACITY_REACHED)"))
+    assert not is_full(ConnectionRefusedError()) and not is_full(TimeoutError())

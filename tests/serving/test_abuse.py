@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from gemgym.serving import Limits, resolve_token
 from gemgym.serving.env_server import EnvServer
 from gemgym.serving.stack import Runner
 from helpers.envs import CountingEnv
-from helpers.net import free_port, wait_for_port
+from helpers.net import gemgym_server, post_streamed, rss_kib
 
 GUESS = "game:GuessTheNumber-v0-easy"
 SRC = str(Path(__file__).parents[2] / "src")
@@ -146,60 +145,19 @@ def test_connections_that_send_nothing_are_closed() -> None:
 
 
 # -- sizes ------------------------------------------------------------------------------------------
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-def _read_all(s: socket.socket) -> bytes:
-    """What the server sends until it closes the connection."""
-    parts = []
-    while piece := s.recv(65536):
-        parts.append(piece)
-    return b"".join(parts)
-
-
-@contextmanager
-def serve_process(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gemgym", "serve", GUESS, "--port", str(port), *args],
-        env={**os.environ, "PYTHONPATH": SRC},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        wait_for_port(port, process=proc, what="gemgym serve")
-        yield f"http://127.0.0.1:{port}", proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
-
-
 def test_a_200_mib_body_is_413_and_the_server_memory_stays_flat() -> None:
-    with serve_process() as (url, proc):
+    with gemgym_server("serve", GUESS, what="gemgym serve") as server:
+        url, port = server.url, server.port
         assert httpx.post(f"{url}/reset", json={"seed": 1}).status_code == 200  # warm
-        before = _rss_kib(proc.pid)
-        size = 200 * 1024 * 1024
-        chunk = b"x" * (1 << 20)
-        port = int(url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-            head = "POST /reset HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            s.sendall(f"{head}Content-Length: {size}\r\n\r\n".encode())
-            for _ in range(size // len(chunk)):
-                s.sendall(chunk)
-            answer = _read_all(s).decode("latin-1")
-        grown = _rss_kib(proc.pid) - before
+        before = rss_kib(server.proc.pid)
+        answer = post_streamed(port, "/reset", 200 * 1024 * 1024)
+        grown = rss_kib(server.proc.pid) - before
         assert answer.startswith("HTTP/1.1 413"), answer[:200]
         assert "larger than this server takes" in answer
         assert grown < 20 * 1024, f"server RSS grew {grown} KiB"
         # far too large to be worth reading: answered at once, before any body
         with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            head = "POST /reset HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             s.sendall(f"{head}Content-Length: {1 << 40}\r\n\r\n".encode())
             assert s.recv(65536).startswith(b"HTTP/1.1 413")
         assert httpx.get(f"{url}/health").status_code == 200
@@ -370,6 +328,80 @@ def test_one_client_cannot_hold_more_envs_than_its_cap() -> None:
         _wait(lambda: SlowEnv.alive == 0 and not app.sessions)
 
 
+def _sandboxes() -> set[int]:
+    """The bubblewrap sandboxes this test process started (through any chain of children): the
+    outermost bwrap of each (bwrap forks once more inside its namespaces)."""
+    parents: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        parents[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), name)
+    ours = {os.getpid()}
+    grew = True
+    while grew:
+        new = {pid for pid, (ppid, _) in parents.items() if ppid in ours and pid not in ours}
+        ours |= new
+        grew = bool(new)
+    return {
+        pid
+        for pid in ours
+        if parents.get(pid, (0, ""))[1] == "bwrap"
+        and parents.get(parents[pid][0], (0, ""))[1] != "bwrap"
+    }
+
+
+def test_one_client_cannot_start_unbounded_terminal_sandboxes() -> None:
+    """The abuse as it was found: one client fires 40 stateless resets of a terminal env at
+    once. Real bubblewrap sandboxes: at most the client's env cap of them run at once, the rest
+    are refused (429, Retry-After), and none is left running afterwards."""
+    from gemgym.sandbox.bwrap import bwrap_available
+
+    if not bwrap_available():
+        pytest.skip("bubblewrap is not installed")
+    before = _sandboxes()  # other tests' warm sandboxes stay
+    peak = [0]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            peak[0] = max(peak[0], len(_sandboxes() - before))
+            time.sleep(0.02)
+
+    with served("terminal:count-errors", max_client_envs=2, max_stateless=8) as (url, app):
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        results: list[httpx.Response] = []
+
+        def reset() -> None:
+            results.append(httpx.post(f"{url}/reset", json={"seed": 1}, timeout=120))
+
+        threads = [threading.Thread(target=reset) for _ in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # two sessions hold the client's two envs: a stateless reset is refused meanwhile
+        with _ws(url) as a, _ws(url) as b:
+            for ws in (a, b):
+                assert _ask(ws, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+            refused = httpx.post(f"{url}/reset", json={}, timeout=60)
+            assert refused.status_code == 429 and "2 of 2 per client" in refused.json()["error"]
+        sampling.set()
+        sampler.join()
+        codes = [r.status_code for r in results]
+        assert set(codes) == {200, 429} and codes.count(200) >= 2, codes
+        assert all(r.headers["retry-after"] == "1" for r in results if r.status_code == 429)
+        _wait(lambda: not app.sessions, timeout_s=30)
+    # two envs at most, each with its shell's sandbox and the one its grader starts ahead
+    assert 1 <= peak[0] <= 2 * 2, peak[0]
+    _wait(lambda: not _sandboxes() - before, timeout_s=30)
+
+
 def test_a_full_server_is_seen_by_the_client_as_server_full() -> None:
     pytest.importorskip("openenv.core.env_server", reason='needs pip install "gemgym[openenv]"')
     from openenv.core.generic_client import GenericEnvClient
@@ -390,6 +422,47 @@ def test_a_full_server_is_seen_by_the_client_as_server_full() -> None:
                 assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1013, "server full")
             first.step({"message": "\\boxed{5}"})  # the session in the slot plays on
         assert app.metrics.counter("rejections", reason="server_full") == 2
+
+
+def test_a_full_server_is_seen_by_gemgyms_client_as_server_full() -> None:
+    """OpenEnvEnv (on its endpoint pool) tells "full" from "lost": a reset no server has room
+    for raises ServerFullError (stage "env"), naming each server's cap; the servers stay up."""
+    pytest.importorskip("openenv.core.env_server", reason='needs pip install "gemgym[openenv]"')
+    from gemgym.errors import EnvLostError, ServerFullError
+    from gemgym.integrations.openenv import OpenEnvEnv
+    from gemgym.integrations.openenv_pool import EndpointPool
+
+    with served(max_sessions=1) as (url_a, _), served(max_sessions=1) as (url_b, _):
+        pool = EndpointPool([url_a, url_b])
+        first, second, third = OpenEnvEnv(pool), OpenEnvEnv(pool), OpenEnvEnv(pool)
+        first.reset(seed=1)
+        second.reset(seed=2)  # one session on each server: both full
+        with pytest.raises(ServerFullError) as err:
+            third.reset(seed=3)
+        message = str(err.value)
+        assert isinstance(err.value, EnvLostError)  # the engine records stage "env"
+        assert message.startswith("every server of the pool is full")
+        assert f"{url_a}: RuntimeError: Server error: server full: 1 of 1 sessions" in message
+        assert f"{url_b}: RuntimeError: Server error: server full: 1 of 1 sessions" in message
+        assert "--max-sessions" in message and "start the servers" not in message
+        status = pool.status()
+        assert [(e["up"], e["full"], e["sessions"]) for e in status] == [(True, True, 1)] * 2
+        # a slot frees up: the next reset plays there at once, and the pool is not full any more
+        second.close()
+        obs, _ = third.reset(seed=3)
+        assert "Guess" in obs
+        assert [e["sessions"] for e in pool.status()] == [1, 1]
+        assert not pool.status()[1]["full"]
+        first.close()
+        third.close()
+    # a client over its per-client cap is told so, as "full" too
+    with served(max_sessions=4, max_client_sessions=1) as (url, _):
+        one, two = OpenEnvEnv(url), OpenEnvEnv(url)
+        one.reset(seed=1)
+        with pytest.raises(ServerFullError, match=r"too many sessions from 127\.0\.0\.1: 1 of 1"):
+            two.reset(seed=2)
+        one.close()
+        two.close()
 
 
 def test_stateless_resets_beyond_the_limit_get_503_retry_after() -> None:
@@ -451,6 +524,7 @@ def test_a_busy_port_fails_before_serving_is_printed() -> None:
 
 
 def test_health_and_prometheus_metrics(guess_server: str) -> None:
+    assert httpx.post(f"{guess_server}/reset", content=b"{").status_code == 400  # a rejection
     with _ws(guess_server) as ws:
         _ask(ws, {"type": "reset", "data": {"seed": 4}})
         for guess in ("\\boxed{1}", "\\boxed{2}"):
@@ -465,4 +539,25 @@ def test_health_and_prometheus_metrics(guess_server: str) -> None:
     assert float(lines['gemgym_serve_step_latency_seconds_bucket{le="+Inf"}']) >= 2
     assert float(lines["gemgym_serve_steps_per_second"]) >= 0
     assert float(lines["process_resident_memory_bytes"]) > 0
-    assert "gemgym_serve_rejections_total" in text
+    assert float(lines['gemgym_serve_rejections_total{reason="bad_request"}']) >= 1
+
+
+def test_steps_per_second_is_the_rate_over_the_last_ten_whole_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gemgym.serving import stack
+
+    clock = [100.2]
+    monkeypatch.setattr(stack.time, "monotonic", lambda: clock[0])
+    metrics = stack.Metrics("t", histogram="lat", help_histogram="h", rate_of="steps")
+    metrics.inc("steps", 30)
+    clock[0] = 101.7
+    metrics.inc("steps", 20)
+    assert metrics.rate() == 3.0  # the second now running does not count yet
+    clock[0] = 102.5
+    assert metrics.rate() == 5.0
+    assert "t_steps_per_second 5\n" in metrics.render()
+    clock[0] = 111.9
+    assert metrics.rate() == 2.0  # second 100 has left the window
+    clock[0] = 112.0
+    assert metrics.rate() == 0.0

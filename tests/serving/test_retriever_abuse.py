@@ -4,8 +4,10 @@ tokens are enforced, and a busy server answers 503 with Retry-After."""
 
 from __future__ import annotations
 
-import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -20,6 +22,7 @@ import httpx  # noqa: E402
 from gemgym.retrieval import BM25Retriever, RetrievalServer, load_corpus, sample_corpus_path  # noqa: E402
 from gemgym.retrieval.index import Hit, Retriever  # noqa: E402
 from gemgym.serving import Limits  # noqa: E402
+from helpers.net import gemgym_server, post_streamed, rss_kib  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +63,52 @@ def test_idle_connections_cost_no_thread_and_are_closed(server: RetrievalServer)
 def test_an_oversized_body_is_413_in_json(server: RetrievalServer) -> None:
     r = httpx.post(server.url, content=b"x" * (5 * 1024 * 1024))
     assert r.status_code == 413 and "larger than this server takes" in r.json()["error"]
+
+
+def test_a_300_mib_body_is_413_and_the_server_memory_stays_flat() -> None:
+    """The abuse as found: a 300 MiB body was accepted. With the default 8 MiB limit it is
+    read and dropped (so the client reads the 413), and the server's RSS barely moves."""
+    with gemgym_server("serve-retriever", "--sample", "--quiet") as server:
+        url = f"{server.url}/retrieve"
+        assert httpx.post(url, json={"queries": ["heap"], "topk": 1}).status_code == 200  # warm
+        before = rss_kib(server.proc.pid)
+        answer = post_streamed(server.port, "/retrieve", 300 * 1024 * 1024)
+        grown = rss_kib(server.proc.pid) - before
+        assert answer.startswith("HTTP/1.1 413"), answer[:200]
+        assert "application/json" in answer and "larger than this server takes" in answer
+        assert grown < 20 * 1024, f"server RSS grew {grown} KiB"
+        assert httpx.post(url, json={"queries": ["heap"], "topk": 1}).status_code == 200
+
+
+def test_serving_is_printed_only_once_the_port_is_bound() -> None:
+    """A busy port, or a public address without a token, fails with a one-line error naming
+    the flag, before anything says it is serving."""
+    cmd = [sys.executable, "-m", "gemgym", "serve-retriever", "--sample"]
+    env = {k: v for k, v in os.environ.items() if k != "GEMGYM_SERVE_TOKEN"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run(
+            [*cmd, "--port", str(port)], capture_output=True, text=True, timeout=120, env=env
+        )
+    assert busy.returncode == 2 and "serving" not in busy.stdout + busy.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in busy.stderr
+    assert "pick another port (--port)" in busy.stderr and "Traceback" not in busy.stderr
+    public = subprocess.run(
+        [*cmd, "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert public.returncode == 2 and "serving" not in public.stdout + public.stderr
+    assert "refusing to serve on 0.0.0.0 without a token" in public.stderr
+    assert "Pass a token (--token)" in public.stderr and "(--insecure)" in public.stderr
+    with gemgym_server("serve-retriever", "--sample", "--quiet") as server:  # says where
+        assert server.proc.stdout is not None
+        line = server.proc.stdout.readline()
+        assert line.startswith("serving") and f"127.0.0.1:{server.port}" in line, line
 
 
 @pytest.mark.parametrize(
@@ -164,10 +213,24 @@ def test_one_client_cannot_take_every_search_slot(bm25: BM25Retriever) -> None:
         assert refused and "too many requests at once from 127.0.0.1" in refused[0].json()["error"]
 
 
-def test_health_answers_json(server: RetrievalServer) -> None:
-    health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()
-    assert health["status"] == "ok" and health["backend"] == "bm25"
-    assert json.loads(json.dumps(health)) == health
+def test_health_and_prometheus_metrics(bm25: BM25Retriever) -> None:
+    with RetrievalServer(bm25) as s:
+        base = f"http://127.0.0.1:{s.port}"
+        health = httpx.get(f"{base}/health").json()
+        assert health["status"] == "ok" and health["backend"] == "bm25"
+        assert health["documents"] == len(bm25)
+        assert httpx.post(s.url, json={"queries": ["heap", "sort"], "topk": 1}).status_code == 200
+        assert httpx.post(s.url, content=b"{").status_code == 400
+        text = httpx.get(f"{base}/metrics").text
+    lines = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert float(lines["gemgym_retriever_queries_total"]) == 2
+    assert float(lines['gemgym_retriever_requests_total{code="200"}']) == 1
+    assert float(lines['gemgym_retriever_rejections_total{reason="bad_request"}']) == 1
+    assert float(lines["gemgym_retriever_request_latency_seconds_count"]) == 2
+    assert float(lines['gemgym_retriever_request_latency_seconds_bucket{le="+Inf"}']) == 2
+    assert float(lines["gemgym_retriever_queries_per_second"]) >= 0
+    assert float(lines["gemgym_retriever_pending"]) == 0
+    assert float(lines["process_resident_memory_bytes"]) > 0
 
 
 def test_kept_alive_searches_are_not_held_back_by_nagle(bm25: BM25Retriever) -> None:

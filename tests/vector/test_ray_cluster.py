@@ -251,3 +251,30 @@ def test_an_env_that_raises_or_crashes_its_actor(cluster: tuple[Any, list[Any]])
     finally:
         local.close()
     assert [e.to_dict() for e in fine] == [e.to_dict() for e in expected]
+
+
+def test_no_blocking_ray_call_on_the_driver_per_step(
+    cluster: tuple[Any, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hot path: every reset and step is an actor call awaited on the engine's loop; the
+    driver never blocks in ``ray.get``/``ray.wait`` while episodes play (only closing the
+    source waits for its actors)."""
+    blocking: list[str] = []
+    for name in ("get", "wait"):
+        real = getattr(ray, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            blocking.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(ray, name, counted)
+    source: Any = EnvSource.ray(GUESS, envs_per_actor=8, resources={"sandbox": 1})
+    engine = Engine(Guess(), source, concurrency=16, seed=11)
+    specs = [EpisodeSpec(k, seed=900 + k) for k in range(64)]
+    try:
+        episodes = asyncio.run(engine.run(specs))
+        assert blocking == []
+    finally:
+        engine.close()
+    assert sum(len(e.turns) for e in episodes) >= 128 and not [e for e in episodes if e.failed]
+    assert _records(episodes) == _one_machine(specs)

@@ -18,6 +18,12 @@ every vector backend and the episode engine, which build their envs from it.
 * **Reconnects when it comes back**: a down endpoint is tried again (a new session) once
   ``retry_s`` seconds have passed (doubling on each failure in a row, at most ``max_retry_s``);
   when that succeeds it is up again and takes new sessions and moved ones.
+* **A full server is full, not lost**: an endpoint that refuses a session because it holds its
+  ``--max-sessions`` (or this client's ``--max-client-sessions`` / ``--max-client-envs``) is
+  up; the reset goes to the next endpoint, the full one is tried again after the server's
+  ``Retry-After`` (1 s), and when every endpoint is full the reset raises
+  :class:`~gemgym.errors.ServerFullError` (an :class:`~gemgym.errors.EnvLostError`: stage
+  ``"env"``) saying so.
 
 Every endpoint must serve the same env (id and kwargs): the same seed then gives the same
 episode on any of them. Copies of a pool (pickled to a worker process or a Ray actor) share one
@@ -38,11 +44,23 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from gemgym.errors import ConfigError, EnvLostError
+from gemgym.errors import ConfigError, EnvLostError, ServerFullError
 
-__all__ = ["Endpoint", "EndpointPool", "close_quietly", "describe", "is_lost"]
+__all__ = ["Endpoint", "EndpointPool", "close_quietly", "describe", "is_full", "is_lost"]
 
 _FULL_MARKERS = ("CAPACITY_REACHED", "server full", "Server full", "at capacity", "client cap")
+FULL_RETRY_S = 1.0
+"""Seconds before a full endpoint is asked again (``gemgym serve``'s ``Retry-After``)."""
+
+
+def _full_text(text: str) -> bool:
+    return any(m in text for m in _FULL_MARKERS)
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (raised by an OpenEnv client call) is a server refusing a session over
+    one of its caps ("server full", ``CAPACITY_REACHED``): the server is up, but full."""
+    return isinstance(exc, RuntimeError) and _full_text(str(exc))
 
 
 def is_lost(exc: BaseException) -> bool:
@@ -56,7 +74,7 @@ def is_lost(exc: BaseException) -> bool:
         return True
     if isinstance(exc, ConnectionClosed | InvalidHandshake):
         return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _FULL_MARKERS)
+    return is_full(exc)
 
 
 def describe(exc: BaseException) -> str:
@@ -74,7 +92,8 @@ class Endpoint:
         sessions: sessions open on it from this process.
         down_until: ``time.monotonic()`` before which it is not tried again (0: up).
         failures: failures in a row (the retry delay doubles with each).
-        error: the last failure, while it is down.
+        error: the last failure, while it is down (or full).
+        full: its last answer refused a session over one of its caps (it is up).
     """
 
     url: str
@@ -82,6 +101,7 @@ class Endpoint:
     down_until: float = 0.0
     failures: int = 0
     error: str | None = None
+    full: bool = False
 
     @property
     def up(self) -> bool:
@@ -185,8 +205,15 @@ class EndpointPool:
         return ready + waiting
 
     def mark_lost(self, endpoint: Endpoint, error: BaseException | str) -> None:
-        """Record that ``endpoint`` failed: it is not tried again for a while."""
+        """Record that ``endpoint`` failed: it is not tried again for a while (a full one for
+        :data:`FULL_RETRY_S`, a lost one for the retry delay)."""
+        full = is_full(error) if isinstance(error, BaseException) else _full_text(error)
         with self._lock:
+            endpoint.full = full
+            if full:  # up, but full: asked again once the server's Retry-After has passed
+                endpoint.down_until = time.monotonic() + FULL_RETRY_S
+                endpoint.error = error if isinstance(error, str) else describe(error)
+                return
             endpoint.failures += 1
             delay = min(self.max_retry_s, self.retry_s * 2 ** (endpoint.failures - 1))
             endpoint.down_until = time.monotonic() + delay
@@ -197,6 +224,7 @@ class EndpointPool:
             endpoint.failures = 0
             endpoint.down_until = 0.0
             endpoint.error = None
+            endpoint.full = False
 
     def endpoint_error(self, endpoint: Endpoint) -> str:
         """Why ``endpoint`` was last marked down."""
@@ -277,10 +305,18 @@ class EndpointPool:
         raise self.none_up(errors)
 
     def none_up(self, errors: Sequence[str] = ()) -> EnvLostError:
-        """The error when no endpoint could take a session."""
+        """The error when no endpoint could take a session: :class:`ServerFullError` when
+        every one refused it for being full."""
         listed = "; ".join(errors) or "; ".join(
             f"{e.url}: {e.error or 'not tried'}" for e in self.endpoints
         )
+        if errors and all(_full_text(e) for e in errors):
+            return ServerFullError(
+                f"every server of the pool is full ({listed}); close the envs you no longer "
+                "play, play fewer at once (the engine's concurrency, the number of envs), or add "
+                "servers (or start them with a larger --max-sessions); a full server is asked "
+                f"again after {FULL_RETRY_S:g} s"
+            )
         return EnvLostError(
             f"no endpoint of the pool could take a session ({listed}); start the servers "
             "(`gemgym serve ENV_ID --port PORT`) or check them: a down endpoint is tried again "
@@ -288,10 +324,10 @@ class EndpointPool:
         )
 
     def status(self) -> list[dict[str, Any]]:
-        """Each endpoint: ``url``, ``up``, ``sessions``, ``error``."""
+        """Each endpoint: ``url``, ``up``, ``full``, ``sessions``, ``error``."""
         with self._lock:
             return [
-                {"url": e.url, "up": e.up, "sessions": e.sessions, "error": e.error}
+                {"url": e.url, "up": e.up, "full": e.full, "sessions": e.sessions, "error": e.error}
                 for e in self.endpoints
             ]
 
