@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import threading
@@ -80,6 +81,9 @@ _ITEM_FIELDS = {
 """GEM attribute -> item field: writing the attribute changes what the current item is graded by."""
 
 _OWN = frozenset({"env_id", "entry_point", "env"})
+
+_GEMGYM_STATE = "gemgym_state"
+"""The key of gemgym's own snapshot in the layer's ``get_state()`` of a dataset env."""
 
 
 def _fixed_pages(
@@ -332,13 +336,59 @@ class GemEnv(Env):
     def sample_random_action(self) -> Any:
         return self._gem_env.sample_random_action()
 
+    def get_state(self) -> Any:
+        """GEM's ``get_state()``: on a dataset env the current item under GEM's names
+        (``first_obs`` and ``answer``, or ``tests`` for code) with gemgym's snapshot alongside;
+        on other envs gemgym's snapshot."""
+        env = self._gem_env
+        inner = _dataset_env(env)
+        if inner is None or not isinstance(inner.item, Mapping):
+            return env.get_state()
+        question = str(inner.item.get("question", ""))
+        prompt = self._gem_prompt
+        state: dict[str, Any] = {
+            "first_obs": prompt.format(question=question) if prompt is not None else question
+        }
+        for field in ("answer", "tests"):
+            if field in inner.item:
+                state[field] = copy.deepcopy(inner.item[field])
+        state[_GEMGYM_STATE] = env.get_state()
+        return state
+
+    def set_state(self, state: Any) -> None:
+        """GEM's ``set_state(state)``: restores a :meth:`get_state` snapshot; on a dataset env a
+        dict of GEM's names (``{"first_obs": ..., "answer": ...}``) sets the current item, as
+        GEM's ``set_state`` does."""
+        env = self._gem_env
+        inner = _dataset_env(env)
+        if inner is None or not isinstance(state, Mapping):
+            env.set_state(state)
+            return
+        if _GEMGYM_STATE in state:
+            env.set_state(state[_GEMGYM_STATE])
+        for name in ("first_obs", "answer", "tests"):
+            if name in state:
+                self._gem_set_item_field(name, copy.deepcopy(state[name]))
+
     def spawn(self, same_state: bool = False, **kwargs: Any) -> GemEnv:
         for name in kwargs:
             warn_ignored("spawn()", name)
-        return GemEnv(
+        order = self._gem_order
+        child = GemEnv(
             self._gem_env.spawn(same_state=same_state),
             no_answer_reward=self._gem_no_answer_reward,
+            order=copy.deepcopy(order) if same_state else None,
+            prompt=self._gem_prompt,
         )
+        if same_state:  # GEM's spawn(same_state=True) is on the same item, ready to step
+            object.__setattr__(child, "_gem_started", self._gem_started)
+            object.__setattr__(child, "_gem_last", copy.deepcopy(self._gem_last))
+            object.__setattr__(child, "_gem_overrides", dict(self._gem_overrides))
+        elif order is not None:
+            child_order = GemOrder(order.seed, shuffle=order.shuffle)
+            child_order.follow_seeded = order.follow_seeded
+            object.__setattr__(child, "_gem_order", child_order)
+        return child
 
     def close(self) -> None:
         self._gem_env.close()
@@ -366,6 +416,9 @@ class GemEnv(Env):
                 return self._gem_get_dataset()
             except AttributeError:
                 pass
+        order = object.__getattribute__(self, "_gem_order")
+        if name == "seed" and order is not None:
+            return order.seed  # GEM's dataset envs keep make(seed=) as env.seed
         alias = _ALIASES.get(name)
         if alias is not None:
             try:
