@@ -69,8 +69,8 @@ def test_columns_still_sets_the_width() -> None:
 
 @pytest.mark.parametrize("command", ["run", "eval"])
 def test_piped_run_and_eval_tables_keep_whole_env_names(tmp_path: Path, command: str) -> None:
-    env_id = "game:GuessTheNumber-v0-easy"  # with eval's seven columns, cut at 80 before
-    count = ["--episodes", "2"] if command == "run" else ["--tasks", "2"]
+    env_id = "game:GuessTheNumber-v0-easy"  # eval's table with pass@4 was cut at 80 columns
+    count = ["--episodes", "2"] if command == "run" else ["--tasks", "2", "--n", "4"]
     out = _gemgym(command, env_id, "--agent", "oracle", *count, "--out", str(tmp_path / "o"))
     assert out.returncode == 0, out.stderr
     title = f"oracle agent on {env_id}" if command == "run" else f"{env_id} "
