@@ -97,22 +97,33 @@ def _wait(predicate: Any, timeout_s: float = 10.0) -> None:
 
 
 # -- idle and orphan sessions ---------------------------------------------------------------------
-def test_an_idle_websocket_session_is_closed_within_the_timeout() -> None:
+_RESET = {"type": "reset", "data": {"seed": 1}}
+_CREATE = {"jsonrpc": "2.0", "method": "openenv/session/create", "params": {}, "id": 1}
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "first"), [("/ws", "ws", _RESET), ("/mcp", "mcp_ws", _CREATE)]
+)
+def test_an_idle_websocket_session_is_closed_within_the_timeout(
+    path: str, kind: str, first: dict[str, Any]
+) -> None:
     with served(max_sessions=1, idle=0.5) as (url, app):
-        ws = _ws(url)
-        assert _ask(ws, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+        ws = _ws(url, path)
+        assert "error" not in _ask(ws, first)
         started = time.monotonic()
         answer = json.loads(ws.recv(timeout=5))  # the server speaks first: the session is over
-        assert answer["data"]["code"] == "SESSION_IDLE"
-        assert "idle for 0.5 s" in answer["data"]["message"]
+        if kind == "ws":
+            assert answer["data"]["code"] == "SESSION_IDLE"
+        message = answer["data"]["message"] if kind == "ws" else answer["error"]["message"]
+        assert "idle for 0.5 s" in message
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=5)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4408
         assert time.monotonic() - started < 2.0
         _wait(lambda: not app.sessions)
-        with _ws(url) as again:  # the slot is free again
-            assert _ask(again, {"type": "reset", "data": {}})["type"] == "observation"
-        assert app.metrics.counter("sessions_reaped", kind="ws") == 1
+        with _ws(url, path) as again:  # the slot is free again
+            assert "error" not in _ask(again, first)
+        assert app.metrics.counter("sessions_reaped", kind=kind) == 1
 
 
 def test_orphan_mcp_sessions_are_reaped_and_their_slots_freed() -> None:
@@ -142,6 +153,53 @@ def test_connections_that_send_nothing_are_closed() -> None:
             s.close()
         assert time.monotonic() - started < 3.0
         assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_a_trickled_head_or_body_is_cut_off() -> None:
+    """Slowloris: a head sent a byte at a time is closed at the head deadline (not reset by
+    each byte), a body that stops arriving is answered 408."""
+    limits = Limits(header_timeout_s=1.0, body_timeout_s=0.5)
+    with served(limits=limits) as (url, _):
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            started = time.monotonic()
+            closed_after = None
+            for byte in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+                try:
+                    s.sendall(bytes([byte]))
+                except OSError:
+                    closed_after = time.monotonic() - started
+                    break
+                time.sleep(0.05)
+                s.setblocking(False)
+                try:
+                    if s.recv(100) == b"":
+                        closed_after = time.monotonic() - started
+                        break
+                except BlockingIOError:
+                    pass
+                finally:
+                    s.setblocking(True)
+            assert closed_after is not None and closed_after < 2.5, closed_after
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            answer = s.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b"did not arrive within 0.5 s" in answer
+        assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_connections_beyond_the_limit_get_503_and_the_server_recovers() -> None:
+    with served(limits=Limits(max_connections=8)) as (url, _):
+        port = int(url.rsplit(":", 1)[1])
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
+        try:
+            time.sleep(0.3)
+            assert httpx.get(f"{url}/health", timeout=10).status_code == 503
+        finally:
+            for s in held:
+                s.close()
+        _wait(lambda: httpx.get(f"{url}/health", timeout=10).status_code == 200)
 
 
 # -- sizes ------------------------------------------------------------------------------------------
