@@ -8,7 +8,7 @@
     python examples/trl/train.py --model /path/to/Qwen2.5-0.5B-Instruct --steps 100 --max-tokens 256
 
 Without ``--model`` it builds a tiny random-initialised chat model (no download) and first
-gives it a short format warm-up: 60 ``trl.SFTTrainer`` steps (``--warmup-steps``) on random
+gives it a short format warm-up: 80 ``trl.SFTTrainer`` steps (``--warmup-steps``) on random
 valid replies (``\boxed{N}`` for GuessTheNumber). The warm-up is short on purpose: the model
 then writes a readable guess in only some of its turns, so the episodes of a GRPO group end
 differently (a format error ends an episode with -0.1; readable guesses go on to a win or
