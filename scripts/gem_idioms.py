@@ -13,16 +13,18 @@ traceback tail; ``--json PATH`` writes the results. Exit status 0 when no idiom 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import sys
+import types
 import warnings
 from pathlib import Path
 
 IDIOMS_FILE = Path(__file__).resolve().parent.parent / "tests" / "compat" / "gem_idioms.py"
 
 
-def _load_idioms():  # type: ignore[no-untyped-def]
+def _load_idioms() -> types.ModuleType:
     spec = importlib.util.spec_from_file_location("gem_idioms", IDIOMS_FILE)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load {IDIOMS_FILE}")
@@ -41,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.simplefilter("ignore")  # the layer's GemCompatWarning, GEM's deprecations
     idioms = _load_idioms()
-    import gem
-
+    gem = importlib.import_module("gem")
     where = getattr(gem, "__file__", "?")
     print(f"gem: {where}")
     outcomes = [idioms.run_idiom(i) for i in idioms.IDIOMS if args.k in i.name]
