@@ -54,3 +54,27 @@ def test_gem_idiom_runs_on_the_layer(idiom: Idiom, gem_switch: None) -> None:
 
     assert gem.__file__ is not None and gem.__file__.endswith("gemgym/compat/gem/__init__.py")
     assert outcome.status == "pass", f"{idiom.name} ({idiom.source}):\n{outcome.detail}"
+
+
+def test_dataset_env_state_round_trip_and_spawn() -> None:
+    """A dataset env's ``get_state()`` / ``set_state()`` under GEM's names bring back the item
+    graded (the walk over the items goes on, as GEM's); ``spawn(same_state=True)`` grades the
+    same item."""
+    datasets = pytest.importorskip("datasets", reason=reason("datasets", "could not import"))
+    import gemgym.compat.gem as gem
+
+    ds = datasets.Dataset.from_dict(
+        {"problem": ["What is 2 + 2?", "What is 3 * 3?"], "answer": ["4", "9"]}
+    )
+    env = gem.make("math:GSM8K", dataset=ds, seed=1)
+    first, _ = env.reset()
+    state = env.get_state()
+    assert state["first_obs"] == first and state["answer"] == env.answer
+    second, _ = env.reset()
+    assert second != first
+    env.set_state(state)
+    assert env.answer == state["answer"]
+    assert env.step("\\boxed{" + str(state["answer"]) + "}")[1] == 1.0
+    child = env.spawn(same_state=True)
+    assert child.answer == env.answer and child.seed == 1
+    assert child.step("\\boxed{" + str(env.answer) + "}")[1] == 1.0
