@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from helpers.extras import needs_module
@@ -207,6 +208,15 @@ def test_a_failed_reset_goes_to_the_other_server(servers: tuple[Server, Server])
     venv.reset(seed=0)
     assert _sessions(pool) == [0, 5]
     venv.close()
+    # ... and a process vector env: each worker process unpickles its own copy of the pool
+    # (which hung there once: the copy was made under the lock it registers with), finds a
+    # down on its own and plays on b
+    venv = make_vector_env(env_fns=[functools.partial(OpenEnvEnv, pool)] * 2, backend="process")
+    try:
+        assert venv.reset(seed=5)[0][0] == obs
+        assert httpx.get(f"{b.url}/health").json()["sessions"] == 2 + 2
+    finally:
+        venv.close()
     two.close()
     one.close()
     assert _sessions(pool) == [0, 0]

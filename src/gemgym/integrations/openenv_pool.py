@@ -110,7 +110,7 @@ class Endpoint:
 
 
 _POOLS: weakref.WeakValueDictionary[str, EndpointPool] = weakref.WeakValueDictionary()
-_POOLS_LOCK = threading.Lock()
+_POOLS_LOCK = threading.RLock()  # _shared holds it while EndpointPool() registers
 
 
 def _shared(name: str, urls: tuple[str, ...], settings: dict[str, Any]) -> EndpointPool:
