@@ -35,6 +35,7 @@ from gemgym.cli.shared import (
     OUTPUT,
     add_shared,
     agent_message,
+    chat_agent,
     names_as_flags,
     read_shared,
 )
@@ -248,7 +249,6 @@ def _build_agent(args: argparse.Namespace) -> Any:
 
 
 def _make_agent(args: argparse.Namespace) -> Any:
-    from gemgym.evaluation import agents
 
     if args.agent in ("random", "oracle"):
         from gemgym.agents import make_agent
@@ -258,22 +258,10 @@ def _make_agent(args: argparse.Namespace) -> Any:
         raise ConfigError(f"--agent {args.agent} needs --model")
     if args.agent in ("transformers", "vllm", "sglang"):
         return _backend_agent(args)
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
-    if not base_url:
-        raise ConfigError("--agent openai needs --base-url (or $OPENAI_BASE_URL)")
-    return agents.ChatAgent(
-        args.model,
-        base_url,
-        api_key=os.environ.get(args.api_key_env) or "EMPTY",
-        system_prompt=args.system_prompt,
-        temperature=args.temperature,
+    return chat_agent(
+        args,
         top_p=args.top_p,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
         chat_options=parse_kv(args.chat_option, "--chat-option"),
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        backoff=args.retry_backoff,
         history=not args.no_history,
     )
 

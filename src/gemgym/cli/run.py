@@ -30,6 +30,7 @@ from gemgym.cli.shared import (
     OUTPUT,
     add_shared,
     agent_message,
+    chat_agent,
     read_shared,
 )
 from gemgym.errors import ConfigError
@@ -67,30 +68,12 @@ def parse_kv(items: list[str], flag: str = "--env-kwarg") -> dict[str, Any]:
 
 def _build_agent(args: argparse.Namespace) -> Any:
     """The agent: the engine policy of ``gemgym eval`` for ``openai``, else a built-in."""
-    import os
-
     from gemgym.agents import make_agent
 
     if args.agent != "openai":
         return make_agent(args.agent)
-    from gemgym.evaluation.agents import ChatAgent
-
-    if not args.model:
-        raise ConfigError("--agent openai needs --model (and usually --base-url)")
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or ""
     try:
-        return ChatAgent(
-            args.model,
-            base_url,
-            api_key=os.environ.get(args.api_key_env) or "EMPTY",
-            system_prompt=args.system_prompt,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens,
-            seed=args.seed,
-            timeout=args.timeout,
-            max_retries=args.max_retries,
-            backoff=args.retry_backoff,
-        )
+        return chat_agent(args)
     except ConfigError as e:  # the library names its parameters; show the flags
         raise ConfigError(agent_message(str(e))) from None
 

@@ -58,6 +58,7 @@ __all__ = [
     "OutputOptions",
     "add_shared",
     "agent_message",
+    "chat_agent",
     "cli_message",
     "names_as_flags",
     "parse_env_kwargs",
@@ -320,3 +321,29 @@ def agent_message(message: str, more: Mapping[str, str] | None = None) -> str:
     key = next(o for o in MODEL_SERVER if o.name == "api_key_env")
     extra = {"api_key": f"read from the variable {key.flag} names", **(more or {})}
     return cli_message(message, options, extra)
+
+
+def chat_agent(args: argparse.Namespace, **extra: Any) -> Any:
+    """The ``openai`` agent of ``gemgym run`` and ``gemgym eval``: one
+    :class:`~gemgym.evaluation.agents.ChatAgent` built from the model server group (and
+    ``--seed``); ``extra`` are the command's own settings (eval: ``top_p``, ``chat_options``,
+    ``history``). Its errors name parameters; the caller shows them with its flags."""
+    import os
+
+    from gemgym.evaluation.agents import ChatAgent
+
+    if not args.model:
+        raise ConfigError("--agent openai needs --model (and usually --base-url)")
+    return ChatAgent(  # it names base_url when there is none
+        args.model,
+        args.base_url or os.environ.get("OPENAI_BASE_URL") or "",
+        api_key=os.environ.get(args.api_key_env) or "EMPTY",
+        system_prompt=args.system_prompt,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+        backoff=args.retry_backoff,
+        **extra,
+    )
