@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -97,3 +101,38 @@ def test_the_circuit_breaker_stops_a_run_against_a_dead_server(tmp_path: Path, c
     err = capsys.readouterr().err
     assert "stopped the run after 5 model requests in a row failed" in err
     assert len(_lines(out)) < 10
+
+
+def _default_sigint() -> None:  # as from a terminal (a background test run ignores SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_keeps_what_finished_and_resume_plays_the_rest(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    with ScriptedChatServer("\\boxed{3}", delay=0.2) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gemgym", "run", GUESS, "--agent", "openai", "--model", "m",
+             "--base-url", server.url, "--quiet", "--out", str(out), "--max-turns", "1",
+             "--episodes", "40", "--concurrency", "2"],
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=_default_sigint,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (out.is_file() and out.read_text().count("\n") >= 4):
+            assert proc.poll() is None, "the run ended before it could be stopped"
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert f"--resume --out {out}" in err.decode() and "Traceback" not in err.decode()
+    kept = _lines(out)
+    assert 4 <= len(kept) < 40 and len({r["index"] for r in kept}) == len(kept)
+    with ScriptedChatServer("\\boxed{3}") as server:
+        assert _run(server.url, out, "--episodes", "40", "--resume") == 0
+        played = len([r for r in server.requests if "seed" in r])
+    final = _lines(out)
+    assert [r["index"] for r in final] == list(range(40))  # one line per episode
+    assert played == 40 - len(kept)  # what finished before Ctrl-C is not played again

@@ -228,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     specs = [EpisodeSpec(k, episode_seed(args.seed, k)) for k in todo]
     played: dict[int, Episode] = {}
     stopped: str | None = None
+    interrupted = False
     try:
         with Progress(
             "[progress.description]{task.description}",
@@ -256,15 +257,25 @@ def run(args: argparse.Namespace) -> int:
                         pass
             except ModelUnavailableError as e:  # the circuit breaker: the server is gone
                 stopped = agent_message(str(e))
+            except KeyboardInterrupt:  # Ctrl-C: keep what finished, say how to go on
+                interrupted = True
     finally:
         engine.close()
         _close(agent)
     everything = {**done, **played}
-    if out is not None and (args.resume or stopped) and out.is_file():
+    if out is not None and (args.resume or stopped or interrupted) and out.is_file():
         _compact(out, everything)
     _print_table(args, [everything[k] for k in sorted(everything)])
     if out is not None:
         console.print(f"wrote {len(played)} episodes to {out}", markup=False)
+    if interrupted:
+        console.print(
+            f"interrupted after {len(everything)} of {args.episodes} episodes"
+            + (f"; continue with --resume --out {args.out}" if args.out else ""),
+            markup=False,
+            soft_wrap=True,
+        )
+        return 130
     if stopped is not None:
         console.print(
             f"error: {stopped}; continue with --resume --out {args.out or 'FILE'} once the "
