@@ -278,3 +278,47 @@ def test_no_blocking_ray_call_on_the_driver_per_step(
         engine.close()
     assert sum(len(e.turns) for e in episodes) >= 128 and not [e for e in episodes if e.failed]
     assert _records(episodes) == _one_machine(specs)
+
+
+def test_served_envs_from_ray_actors_share_a_pool_per_actor(
+    cluster: tuple[Any, list[Any]],
+) -> None:
+    """OpenEnvEnv on an endpoint pool, hosted in Ray actors: each actor unpickles the pool once
+    (its envs share it) and spreads its sessions over the servers; the records are a
+    one-machine run's."""
+    import functools
+
+    needs_module("openenv.core.env_server", "openenv")
+    from gemgym.integrations.openenv import OpenEnvEnv
+    from gemgym.integrations.openenv_pool import EndpointPool
+    from gemgym.serving import Limits
+    from gemgym.serving.env_server import EnvServer
+    from gemgym.serving.stack import Runner
+
+    apps = [EnvServer(GUESS) for _ in range(2)]
+    runners = [Runner(app, host="127.0.0.1", port=0, limits=Limits()).start() for app in apps]
+    try:
+        pool = EndpointPool([f"http://127.0.0.1:{r.port}" for r in runners])
+        factory = functools.partial(OpenEnvEnv, pool)
+        source: Any = EnvSource.ray(factory, envs_per_actor=4, resources={"sandbox": 1})
+        engine = Engine(Guess(), source, concurrency=8, seed=11)
+        specs = [EpisodeSpec(k, seed=700 + k) for k in range(32)]
+        try:
+            episodes = asyncio.run(engine.run(specs))
+            assert [len(app.sessions) for app in apps] == [4, 4]
+        finally:
+            engine.close()
+    finally:
+        for r in runners:
+            r.stop()
+    assert not [e for e in episodes if e.failed]
+
+    def outcome(record: dict[str, Any]) -> tuple[Any, ...]:
+        """What was played and paid (a served observation carries the model's view)."""
+        turns = [(t["action"], t["reward"], t["terminated"]) for t in record["turns"]]
+        return (record["seed"], record["finish_reason"], record["return"], turns)
+
+    local = _one_machine(specs)
+    assert {k: outcome(r) for k, r in _records(episodes).items()} == {
+        k: outcome(r) for k, r in local.items()
+    }
