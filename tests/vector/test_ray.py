@@ -135,3 +135,25 @@ def test_ray_actor_crash_and_hang_are_isolated(cluster: None) -> None:
         assert len(out[0]) == 4
     finally:
         venv.close()
+
+
+def test_connect_says_how_to_reach_a_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cluster at the address: the error says how to start one and, unless token
+    authentication is on here, how to join one that has it on (Ray 2.59+'s default)."""
+    from gemgym.errors import ConfigError
+    from gemgym.vector.ray import connect
+
+    def refused(**kwargs: Any) -> None:
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.9:6379")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refused)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    with pytest.raises(ConfigError, match=r"no Ray cluster answers at '10\.0\.0\.9:6379'") as err:
+        connect("10.0.0.9:6379")
+    assert "ray start --head --port 6379" in str(err.value)
+    assert "set RAY_AUTH_MODE=token here" in str(err.value)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    with pytest.raises(ConfigError) as err:
+        connect("10.0.0.9:6379")
+    assert "RAY_AUTH_MODE" not in str(err.value)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -238,10 +239,17 @@ def connect(address: str | None = None, **init_kwargs: Any) -> Any:
     try:
         ray.init(address=address, **init_kwargs)
     except ConnectionError as e:
+        auth = ""
+        if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+            auth = (
+                "; if the cluster is up, it may use Ray's token authentication (what `ray start "
+                "--head` turns on since Ray 2.59): set RAY_AUTH_MODE=token here, with the head's "
+                "token in RAY_AUTH_TOKEN or ~/.ray/auth_token (`ray get-auth-token` on the head)"
+            )
         raise ConfigError(
             f"no Ray cluster answers at {address!r} ({e}); start its head with `ray start "
             "--head --port 6379`, join nodes with `ray start --address HEAD:6379`, then pass "
-            "HEAD:6379 or 'auto' (docs/cluster.md)"
+            f"HEAD:6379 or 'auto' (docs/cluster.md){auth}"
         ) from None
     return ray
 
