@@ -33,7 +33,7 @@ from gemgym.serving import Limits, resolve_token
 from gemgym.serving.env_server import EnvServer
 from gemgym.serving.stack import Runner
 from helpers.envs import CountingEnv
-from helpers.net import gemgym_server, post_streamed, rss_kib
+from helpers.net import free_port, gemgym_server, post_streamed, rss_kib
 
 GUESS = "game:GuessTheNumber-v0-easy"
 SRC = str(Path(__file__).parents[2] / "src")
@@ -253,6 +253,37 @@ def test_without_the_token_requests_are_401() -> None:
         assert app.metrics.counter("rejections", reason="auth") == 5
     finally:
         runner.stop()
+
+
+def test_gemgyms_client_sends_the_token_and_says_when_it_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("openenv.core.env_server", reason='needs pip install "gemgym[openenv]"')
+    from gemgym.errors import EnvLostError
+    from gemgym.integrations.openenv import OpenEnvEnv
+    from gemgym.integrations.openenv_pool import EndpointPool
+
+    monkeypatch.delenv("GEMGYM_SERVE_TOKEN", raising=False)
+    with served(token="s3cret") as (url, _):
+        for token, why in ((None, "no token sent"), ("wrong", "not its token")):
+            env = OpenEnvEnv(url, token=token)
+            with pytest.raises(ConfigError, match=rf"refused this client \(HTTP 401: {why}\)"):
+                env.reset(seed=1)
+            assert env.pool.status()[0]["up"]  # a refused token does not mark it down
+        env = OpenEnvEnv(url, token="s3cret")
+        assert "Guess" in env.reset(seed=1)[0]
+        env.close()
+        monkeypatch.setenv("GEMGYM_SERVE_TOKEN", "s3cret")
+        env = OpenEnvEnv(url)
+        assert "Guess" in env.reset(seed=1)[0]
+        env.close()
+        with pytest.raises(ConfigError, match="the token goes to the pool"):
+            OpenEnvEnv(EndpointPool(url), token="s3cret")
+    # a server that is gone: the error names it, never the token
+    gone = OpenEnvEnv(f"http://127.0.0.1:{free_port()}", token="s3cret")
+    with pytest.raises(EnvLostError) as lost:
+        gone.reset(seed=1)
+    assert "s3cret" not in str(lost.value) and "s3cret" not in str(gone.pool.status())
 
 
 def test_a_public_address_needs_a_token_or_insecure(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -246,6 +246,8 @@ class OpenEnvEnv(Env[str, str]):
         message_timeout_s: how long a reply may take.
         random_actions: replies :meth:`sample_random_action` draws from (with the env's seeded
             :attr:`rng`); the server's action space is not known here, so none by default.
+        token: the servers' bearer token (``gemgym serve --token``; default
+            ``$GEMGYM_SERVE_TOKEN``); with a pool, the pool's.
 
     ``terminated`` is the server's ``done`` unless the observation says ``truncated``. Copies
     (pickling, ``spawn``) open their own session. Bad actions are the server's to judge.
@@ -264,11 +266,17 @@ class OpenEnvEnv(Env[str, str]):
         reset_kwargs: Mapping[str, Any] | None = None,
         message_timeout_s: float = 60.0,
         random_actions: Sequence[str] = (),
+        token: str | None = None,
     ) -> None:
         if isinstance(base_url, EndpointPool):
+            if token is not None:
+                raise ConfigError(
+                    "the token goes to the pool: EndpointPool(urls, token=...), not "
+                    "OpenEnvEnv(pool, token=...)"
+                )
             self.pool = base_url
         else:
-            self.pool = EndpointPool(base_url, message_timeout_s=message_timeout_s)
+            self.pool = EndpointPool(base_url, message_timeout_s=message_timeout_s, token=token)
         self.base_url = base_url
         self._endpoint: Any = None
         self.action_field = action_field

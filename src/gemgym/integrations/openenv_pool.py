@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import threading
 import time
 import uuid
@@ -77,9 +78,18 @@ def is_lost(exc: BaseException) -> bool:
     return is_full(exc)
 
 
+_TOKEN_IN_URL = re.compile(r"([?&]token=)[^&\s'\"]+")
+
+
+def _unauthorized(exc: BaseException) -> bool:
+    """Whether a server refused the session for its token (HTTP 401 on the handshake)."""
+    return any("HTTP 401" in str(e) for e in (exc, exc.__cause__) if e is not None)
+
+
 def describe(exc: BaseException) -> str:
-    """``Name: first line of the message`` (at most 200 characters)."""
-    text = str(exc).strip().splitlines()
+    """``Name: first line of the message`` (at most 200 characters; a token in a URL shown as
+    ``token=***``)."""
+    text = _TOKEN_IN_URL.sub(r"\1***", str(exc)).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
@@ -293,6 +303,13 @@ class EndpointPool:
                 client = self._connect(endpoint)
             except Exception as e:
                 self.release(endpoint)
+                if _unauthorized(e):
+                    raise ConfigError(
+                        f"{endpoint.url} refused this client (HTTP 401: "
+                        f"{'no token sent' if self.token is None else 'not its token'}); pass "
+                        "the server's --token as token= (OpenEnvEnv(url, token=...), "
+                        "EndpointPool(urls, token=...)) or set GEMGYM_SERVE_TOKEN"
+                    ) from None
                 if not is_lost(e):
                     raise
                 self.mark_lost(endpoint, e)
