@@ -3,7 +3,8 @@ sets it for its main run), a test skipped because an extra of that list is missi
 
 ``GEMGYM_REQUIRE_EXTRAS`` is a comma-separated list of gemgym extras (``all`` is expanded from
 pyproject.toml). A skip counts when its reason names one (``gemgym[openenv]``) or is pytest's
-``could not import 'MODULE'`` for a module that one of them installs. Skips for other reasons
+``could not import 'MODULE'`` (or ``could not import MODULE``, from
+``helpers.extras.needs_package``) for a module that one of them installs. Skips for other reasons
 (no bubblewrap, one CPU, an extra outside the list such as ``verl``) are left alone, so the
 verdict depends only on what is installed, never on timing.
 """
@@ -29,7 +30,8 @@ _IMPORT_NAMES = {
     "levenshtein": "Levenshtein",
 }
 _EXTRA_RE = re.compile(r"gemgym\[([A-Za-z0-9_,.-]+)\]")
-_IMPORT_RE = re.compile(r"could not import '([A-Za-z0-9_.]+)'")
+# pytest's "could not import 'M'" and helpers.extras.needs_package's "(could not import M)"
+_IMPORT_RE = re.compile(r"could not import '?([A-Za-z0-9_.]+)")
 
 
 def _required(pyproject: Path, names: str) -> tuple[set[str], dict[str, str]]:

@@ -19,6 +19,9 @@ def test_openenv():
 def test_module_of_a_required_extra():
     pytest.skip("could not import 'bm25s': No module named 'bm25s'")
 
+def test_package_a_required_extra_installs():
+    pytest.skip('needs pip install "transformers[serving]" (could not import fastapi)')
+
 def test_other_extra():
     pytest.skip('needs pip install "gemgym[verl]"')
 
@@ -62,6 +65,8 @@ def test_skips_of_required_extras_fail_the_run(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout
     assert "test_skips.py::test_openenv: gemgym[openenv]" in proc.stdout
     assert "test_skips.py::test_module_of_a_required_extra: gemgym[search]" in proc.stdout
+    # fastapi comes with the openenv extra (transformers serve's tests need it too)
+    assert "test_skips.py::test_package_a_required_extra_installs: gemgym[openenv]" in proc.stdout
     assert "test_other_extra" not in proc.stdout.split("skipped for a missing extra")[1]
     assert "test_no_tool" not in proc.stdout.split("skipped for a missing extra")[1]
 
