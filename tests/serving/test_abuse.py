@@ -343,6 +343,34 @@ def test_every_malformed_request_is_a_4xx_with_a_message(
     assert message in r.json()["error"]
 
 
+class PickyEnv(CountingEnv):
+    """Refuses options it does not know, as many envs do (a ValueError, not a gemgym error)."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if options:
+            raise ValueError(f"unknown options {sorted(options)}")
+        return super().reset(seed=seed, options=options)
+
+
+gemgym.register("serving-test:Picky-v0", PickyEnv, override=True)
+
+
+def test_an_env_refusing_the_clients_reset_is_a_422_not_a_500() -> None:
+    with served("serving-test:Picky-v0") as (url, app):
+        r = httpx.post(f"{url}/reset", json={"options": {"level": 9}})
+        assert r.status_code == 422
+        assert (
+            r.json()["error"] == "the env refused this reset: ValueError: unknown options ['level']"
+        )
+        assert httpx.post(f"{url}/reset", json={"seed": 1}).status_code == 200
+        with _ws(url) as ws:  # over a session: an error message, and the session goes on
+            answer = _ask(ws, {"type": "reset", "data": {"options": {"level": 9}}})
+            assert answer["data"]["code"] == "EXECUTION_ERROR"
+            assert "unknown options" in answer["data"]["message"]
+            assert _ask(ws, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+        assert app.metrics.counter("errors") == 1  # the session's (the env failed), no 500
+
+
 @pytest.fixture(scope="module")
 def guess_server() -> Iterator[str]:
     with served() as (url, _):

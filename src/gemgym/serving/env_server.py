@@ -105,6 +105,14 @@ _SCHEMA = {
 }
 
 
+class _ResetRefused(Exception):
+    """The env's ``reset`` raised (a 422: the client's seed or options, not the server)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class EnvServer(_HandlersMixin):
     """The ASGI app of ``gemgym serve`` (see the module docstring).
 
@@ -310,11 +318,17 @@ class EnvServer(_HandlersMixin):
             env = self._make()
             try:
                 return self._reset_sync(env, seed, options)
+            except Exception as e:  # the env refused the client's seed or options
+                raise _ResetRefused(e) from e
             finally:
                 env.close()
 
         try:
             payload = await asyncio.get_running_loop().run_in_executor(self._stateless_pool, work)
+        except _ResetRefused as e:
+            raise HTTPError(
+                422, f"the env refused this reset: {type(e.error).__name__}: {e.error}"
+            ) from None
         except GemGymError as e:
             raise HTTPError(422, f"{type(e).__name__}: {e}") from None
         finally:
