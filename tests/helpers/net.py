@@ -18,7 +18,7 @@ from typing import Any
 from gemgym.errors import ConfigError
 
 __all__ = [
-    "ServerProcess",
+    "ServedProcess",
     "free_port",
     "gemgym_server",
     "post_streamed",
@@ -113,7 +113,7 @@ def serve_process(
 
 
 @dataclasses.dataclass
-class ServerProcess:
+class ServedProcess:
     """A server :func:`gemgym_server` started: its port and process; ``out`` and ``err`` (its
     stdout and stderr) once it has stopped."""
 
@@ -128,7 +128,7 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def gemgym_server(*args: str, what: str = "gemgym") -> Iterator[ServerProcess]:
+def gemgym_server(*args: str, what: str = "gemgym") -> Iterator[ServedProcess]:
     """``python -m gemgym ARGS --port PORT`` (``serve ...``, ``serve-retriever ...``) on a free
     loopback port while the block runs; yields it once the port accepts connections (stdout and
     stderr are text pipes). Stopped with Ctrl-C (SIGINT), its output then read."""
@@ -142,7 +142,7 @@ def gemgym_server(*args: str, what: str = "gemgym") -> Iterator[ServerProcess]:
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    server = ServerProcess(port, proc)
+    server = ServedProcess(port, proc)
     try:
         wait_for_port(port, process=proc, what=what)
         yield server
