@@ -340,6 +340,136 @@ def test_open_files_are_bounded_to_one_percent_of_file_max() -> None:
     assert opened < hard
 
 
+FILE_MAX = int(Path("/proc/sys/fs/file-max").read_text().split()[0])
+WATCHED = FILE_MAX < 1 << 62
+"""Whether the sandbox watches file mappings here (not where ``fs.file-max`` is unlimited)."""
+
+# Opens, maps and closes a file over and over from 8 processes: each mapping keeps a kernel
+# ``struct file`` without a descriptor (Python's ``mmap`` keeps a descriptor, so libc's is used).
+MAPPER = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+with open("/tmp/f", "wb") as f:
+    f.write(b"x" * 4096)
+for _ in range(7):
+    if os.fork() == 0:
+        break
+while True:
+    fd = os.open("/tmp/f", os.O_RDONLY)
+    if libc.mmap(None, 4096, 1, 1, fd, 0) in (None, 2**64 - 1):  # PROT_READ, MAP_SHARED
+        raise OSError(ctypes.get_errno(), "mmap")
+    os.close(fd)
+"""
+
+
+def _file_nr() -> int:
+    return int(Path("/proc/sys/fs/file-nr").read_text().split()[0])
+
+
+@pytest.mark.skipif(not WATCHED, reason="fs.file-max is unlimited here: no watchdog")
+def test_file_mappings_are_bounded_to_one_percent_of_file_max() -> None:
+    """Files held by mappings after ``close`` (no descriptor, so ``RLIMIT_NOFILE`` misses them):
+    the run is killed as the program's failure, and the host's allocated files never rose by
+    more than 1 % of ``fs.file-max`` while it ran (sampled every millisecond)."""
+    with PoolSandbox(Limits(timeout=20), size=1) as sb:
+        sb.warm_up()
+        base, peak, done = _file_nr(), [0], threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], _file_nr())
+                time.sleep(0.001)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            r = sb.run(MAPPER)
+        finally:
+            done.set()
+            sampler.join()
+    assert r.error is None and r.killed_by == "open_files", (r.stderr, r.notes)
+    assert not r.timed_out and r.duration < 10
+    limit = FILE_MAX // 200
+    assert any(f"the limit is {limit:,}" in note for note in r.notes), r.notes
+    assert peak[0] - base <= FILE_MAX // 100, (peak[0] - base, FILE_MAX)
+
+
+class _HostMappings:
+    """``n`` files held by mappings of this (host) process, as other sandboxes or the host's own
+    programs would: the host's allocated files rise without any sandbox's doing."""
+
+    def __init__(self, path: Path, n: int) -> None:
+        import ctypes
+
+        path.write_bytes(b"x" * 4096)
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.mmap.restype = ctypes.c_void_p
+        self.libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t] + [ctypes.c_int] * 3
+        self.libc.mmap.argtypes += [ctypes.c_long]
+        self.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.maps: list[int] = []
+        for _ in range(n):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                address = self.libc.mmap(None, 4096, 1, 1, fd, 0)
+            finally:
+                os.close(fd)
+            if address in (None, 2**64 - 1):
+                self.close()
+                raise OSError(ctypes.get_errno(), "mmap")
+            self.maps.append(address)
+
+    def close(self) -> None:
+        for address in self.maps:
+            self.libc.munmap(address, 4096)
+        self.maps = []
+
+
+@pytest.mark.skipif(not WATCHED, reason="fs.file-max is unlimited here: no watchdog")
+@pytest.mark.skipif(FILE_MAX // 200 > 60000, reason="the host rise needs > vm.max_map_count maps")
+def test_a_program_holding_a_few_hundred_files_passes_while_the_host_opens_more(
+    tmp_path: Path,
+) -> None:
+    """A program that maps 300 files runs to its end while the host's allocated files rise by
+    more than the limit (someone else's files): the watchdog counts the run's own (stopping
+    its processes for that, which the program sees as ``SIGCONT``) and lets it go on."""
+    program = r"""
+import mmap, os, signal, time
+woken = []
+signal.signal(signal.SIGCONT, lambda *_: woken.append(1))
+maps = []
+for i in range(300):
+    with open("/tmp/f%d" % i, "wb") as f:
+        f.write(b"x" * 4096)
+    with open("/tmp/f%d" % i, "rb") as f:
+        maps.append(mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ))
+end = time.monotonic() + 2.0
+while time.monotonic() < end and not woken:
+    time.sleep(0.01)
+print(len(maps), bool(woken))
+"""
+    with PoolSandbox(Limits(timeout=10), size=1) as sb:
+        sb.warm_up()
+        box: list[RunResult] = []
+        t = threading.Thread(target=lambda: box.append(sb.run(program)))
+        t.start()
+        try:
+            time.sleep(0.5)
+            held = _HostMappings(tmp_path / "f", FILE_MAX // 200 + 2000)
+            try:
+                t.join(15)
+            finally:
+                held.close()
+        finally:
+            t.join(15)
+    (r,) = box
+    assert r.ok and r.killed_by is None, (r.stderr, r.notes)
+    assert r.stdout == "300 True\n"
+
+
 @pytest.mark.skipif(not ROOT, reason="per-sandbox uids are leased as root only")
 def test_each_sandbox_runs_as_its_own_uid() -> None:
     """Two workers of one pool and a sandbox of another pool never share a host uid, so one

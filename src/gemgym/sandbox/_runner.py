@@ -45,7 +45,10 @@ if "run_program" not in globals():  # on the host; inside the sandbox the others
     from gemgym.sandbox._children import run_check, run_program
     from gemgym.sandbox._wire import (
         ACK,
+        KILL_FILES,
         KILL_TIMEOUT,
+        WATCH_TICK,
+        FileWatch,
         pump,
         recv_message,
         send_message,
@@ -55,14 +58,26 @@ if "run_program" not in globals():  # on the host; inside the sandbox the others
 # -- the fork-server -----------------------------------------------------------------------------
 
 
-def _set_not_dumpable() -> None:
-    """Stop processes of the same uid from ptrace-ing this one or reading its memory."""
-    try:
-        import ctypes
+_LIBC: list[Any] = []
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+
+def _set_dumpable(value: int) -> None:
+    """``prctl(PR_SET_DUMPABLE, value)``: 0 stops processes of the same uid from ptrace-ing this
+    one or reading its memory and ``/proc`` entries; 1 (a run's program, which inherits the
+    server's 0) lets the server count the program's open files."""
+    try:
+        if not _LIBC:
+            import ctypes
+
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        _LIBC[0].prctl(4, value, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except Exception:
         pass
+
+
+def _set_not_dumpable() -> None:
+    """Stop processes of the same uid from ptrace-ing this one or reading its memory."""
+    _set_dumpable(0)
 
 
 def _other_pids() -> list[int]:
@@ -408,6 +423,8 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
             fds += [pipes[3][0], pipes[4][1]]
         _dup_into(fds)
         os.chdir(work)
+        if watch is not None:
+            _set_dumpable(1)  # its /proc entries readable by the server (see FileWatch)
         run_program(spec, (3, 4) if check is not None else None)
 
     def tests() -> None:
@@ -418,11 +435,14 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
         os.chdir("/")
         run_check(spec, 3, 4, 5, 6)
 
+    trusted = [1, os.getpid()]  # the server; the test process
+    watch = FileWatch.start(trusted, freeze=True) if isolated else None
     children: list[int] = []
     try:
         children.append(_fork(program))
         if check is not None:
             children.append(_fork(tests))
+            trusted.append(children[-1])
     except OSError as e:
         for pid in children:
             with contextlib.suppress(OSError):
@@ -453,22 +473,35 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
     pidfds = [os.pidfd_open(pid) for pid in children]
     try:
         outs, reason = pump(
-            in_w, data, out_fds, deadline, int(spec.get("max_output", 1 << 20)), kill, pidfds
+            in_w,
+            data,
+            out_fds,
+            deadline,
+            int(spec.get("max_output", 1 << 20)),
+            kill,
+            pidfds,
+            watch,
         )
     finally:
         for fd in pidfds:
             os.close(fd)
     statuses = []
+    next_look = time.monotonic() + WATCH_TICK
     for pid in children:
         while True:
             wpid, wstatus = os.waitpid(pid, os.WNOHANG)
             if wpid:
                 break
-            if time.monotonic() >= deadline:
-                reason = reason or KILL_TIMEOUT
+            now = time.monotonic()
+            looked = watch is not None and reason is None and now >= next_look
+            if now >= deadline or (looked and watch is not None and watch()):
+                # past its time, or holding too many files after closing its output
+                reason = reason or (KILL_TIMEOUT if now >= deadline else KILL_FILES)
                 kill()
                 _, wstatus = os.waitpid(pid, 0)
                 break
+            if now >= next_look:
+                next_look = now + WATCH_TICK
             time.sleep(0.0005)
         statuses.append(wstatus)
     duration = time.monotonic() - start
@@ -488,6 +521,8 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
         "strays": strays,
         "unclean": unclean,
     }
+    if reason == KILL_FILES and watch is not None:
+        response["note"] = watch.message
     if check is not None:
         raw = outs[2]
         if raw.startswith(b"C"):

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
 KILL_TIMEOUT = "timeout"
 KILL_OUTPUT = "output"
+KILL_FILES = "open_files"
 ACK = b"R"
 """Written by the server as soon as it has read a request (before anything of it runs)."""
 MAX_MESSAGE = 64 << 20
@@ -136,6 +138,134 @@ def recv_message(fd: int, limit: int = MAX_MESSAGE) -> dict[str, Any]:
 # -- i/o -----------------------------------------------------------------------------------------
 
 
+# -- the open-files watchdog ----------------------------------------------------------------------
+
+WATCH_TICK = 0.01
+"""Seconds between two looks at the host's open files while a run's processes live."""
+_FILES_UNLIMITED = 1 << 62
+_FILE_MAX: list[int | None] = []
+
+
+def _file_nr() -> int:
+    """The host's allocated ``struct file`` count (``/proc/sys/fs/file-nr``'s first field)."""
+    fd = os.open("/proc/sys/fs/file-nr", os.O_RDONLY)
+    try:
+        return int(os.read(fd, 64).split()[0])
+    finally:
+        os.close(fd)
+
+
+def files_limit() -> int | None:
+    """Open files one sandbox may hold, descriptors and file mappings together: 0.5 % of the
+    host's ``fs.file-max`` (read once); ``None`` where it is effectively unlimited (2**62 or
+    more, systemd's default) or cannot be read (no watchdog then)."""
+    if not _FILE_MAX:
+        try:
+            with open("/proc/sys/fs/file-max", encoding="ascii") as f:
+                file_max = int(f.read().split()[0])
+            _file_nr()
+        except (OSError, ValueError, IndexError):
+            file_max = _FILES_UNLIMITED
+        _FILE_MAX.append(None if file_max >= _FILES_UNLIMITED else max(1, file_max // 200))
+    return _FILE_MAX[0]
+
+
+def _exited(pid: str) -> bool:
+    """Whether ``pid`` has exited or is exiting (its files are being closed), or is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0] in (b"Z", b"X") or bool(int(fields[6]) & 4)  # PF_EXITING
+    except (OSError, IndexError, ValueError):
+        return True
+
+
+class FileWatch:
+    """Bounds the ``struct file`` objects a run holds, descriptors and file mappings alike (a
+    mapping keeps its file after ``close``; no cgroup or rlimit counts those).
+
+    Called every :data:`WATCH_TICK` while the run lives, it reads the host's allocated-file
+    count (one small read); only when that rose by more than :func:`files_limit` since the
+    baseline (taken when the run starts, moved down when the host frees files) does it count
+    the run's own: for every process of the sandbox's PID namespace but ``exclude`` (the
+    server, a trusted test process), the entries of ``/proc/PID/fd`` and ``/proc/PID/map_files``
+    (one per file-backed mapping: an over-count of distinct files, never an under-count). Over
+    the limit, or a process of the run whose files cannot be read (it made itself not dumpable)
+    while the host rose: the run is to be killed, and :attr:`message` says why. Otherwise the
+    rise was someone else's, and the baseline moves up to the host's count less the run's.
+    """
+
+    def __init__(self, limit: int, exclude: list[int], freeze: bool) -> None:
+        self.limit = limit
+        self.exclude = exclude
+        self.freeze = freeze
+        self.message = ""
+        self.baseline = _file_nr()
+
+    @classmethod
+    def start(cls, exclude: list[int], freeze: bool = False) -> FileWatch | None:
+        """A watch from now on, or ``None`` where there is no limit to keep.
+
+        ``freeze`` (only for PID 1 of the sandbox, whose ``kill(-1, ...)`` reaches every other
+        process of it): the run's processes are stopped while they are counted (milliseconds
+        per 10,000 files), so that they make no more meanwhile, and continued if they may go on.
+        """
+        limit = files_limit()
+        if limit is None:
+            return None
+        try:
+            return cls(limit, exclude, freeze)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def run_files(self) -> tuple[int, int]:
+        """The files the run's processes hold, and how many of them hide theirs."""
+        held = hidden = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in self.exclude:
+                continue
+            for what in ("fd", "map_files"):
+                try:
+                    held += len(os.listdir(f"/proc/{entry}/{what}"))
+                except PermissionError:  # not dumpable, or exited (its files are closed)
+                    hidden += not _exited(entry)
+                    break
+                except OSError:  # it is gone
+                    break
+        return held, hidden
+
+    def __call__(self) -> bool:
+        """Look once; true when the run must be killed (then :attr:`message` says why)."""
+        try:
+            now = _file_nr()
+        except (OSError, ValueError, IndexError):
+            return False
+        if now < self.baseline:
+            self.baseline = now
+        if now - self.baseline <= self.limit:
+            return False
+        if self.freeze:
+            os.kill(-1, signal.SIGSTOP)
+        held, hidden = self.run_files()
+        if held > self.limit:
+            self.message = (
+                f"open files limit: {held:,} files held (descriptors and mappings), the limit is "
+                f"{self.limit:,} (0.5 % of the host's fs.file-max)"
+            )
+            return True
+        if hidden:
+            self.message = (
+                f"open files limit: {hidden} process(es) of the run hide their open files (not "
+                f"dumpable) while the host's open files rose by {now - self.baseline:,}, more "
+                f"than the limit of {self.limit:,} (0.5 % of the host's fs.file-max)"
+            )
+            return True
+        if self.freeze:
+            os.kill(-1, signal.SIGCONT)
+        self.baseline = now - held
+        return False
+
+
 def pump(
     stdin_fd: int | None,
     data: bytes,
@@ -144,6 +274,7 @@ def pump(
     max_output: int,
     kill: Callable[[], None],
     exit_fds: list[int] = (),  # type: ignore[assignment]
+    watch: Callable[[], bool] | None = None,
 ) -> tuple[list[bytes], str | None]:
     """Feed ``data`` to ``stdin_fd`` and read ``out_fds`` until they close.
 
@@ -152,7 +283,9 @@ def pump(
     early (calling ``kill``) at ``deadline`` (``time.monotonic()``) or once more than
     ``max_output`` bytes were read in total. Returns the bytes read per fd (capped at
     ``max_output`` in total) and ``"timeout"``, ``"output"`` or ``None``. Closes every fd given
-    except the ``exit_fds``.
+    except the ``exit_fds``. With ``watch`` (a :class:`FileWatch`), it is called every
+    :data:`WATCH_TICK` while the processes live; when it returns true the processes are killed
+    and the reason is ``"open_files"``.
     """
     sel = selectors.DefaultSelector()
     bufs: dict[int, list[bytes]] = {fd: [] for fd in out_fds}
@@ -174,12 +307,20 @@ def pump(
     total = 0
     reason: str | None = None
     open_reads = len(out_fds)
+    next_look = time.monotonic() + WATCH_TICK if watch is not None else deadline
     while open_reads:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             reason = KILL_TIMEOUT
             break
-        events = sel.select(0 if exited and exit_fds else min(left, 1.0))
+        if watch is not None and now >= next_look:
+            if watch():
+                reason = KILL_FILES
+                break
+            next_look = now + WATCH_TICK
+        wait = min(left, 1.0, next_look - now) if watch is not None else min(left, 1.0)
+        events = sel.select(0 if exited and exit_fds else wait)
         if exited and exit_fds and not any(int(k.fd) in bufs for k, _ in events):
             break  # the processes are gone and their output is drained
         for key, _ in events:

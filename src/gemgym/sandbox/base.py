@@ -24,7 +24,7 @@ __all__ = [
     "Sandbox",
 ]
 
-KillReason = Literal["timeout", "cpu", "memory", "output", "file_size", "processes"]
+KillReason = Literal["timeout", "cpu", "memory", "output", "file_size", "processes", "open_files"]
 """Which limit ended a run."""
 
 MemoryScope = Literal["sandbox", "process"]
@@ -224,6 +224,9 @@ def result_from_response(
         killed = "timeout"
     elif reason == "output":
         killed = "output"
+    elif reason == "open_files":  # the run held more files than its share of the host's
+        killed = "open_files"
+        notes = (*notes, str(response.get("note") or "open files limit"))
     elif exit_code == -_SIGXCPU:
         killed = "cpu"
     elif exit_code == -_SIGXFSZ:
