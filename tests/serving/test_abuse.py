@@ -195,7 +195,9 @@ def test_connections_beyond_the_limit_get_503_and_the_server_recovers() -> None:
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(12)]
         try:
             time.sleep(0.3)
-            assert httpx.get(f"{url}/health", timeout=10).status_code == 503
+            full = httpx.get(f"{url}/health", timeout=10)
+            assert full.status_code == 503 and full.headers["retry-after"] == "1"
+            assert full.json()["error"].startswith("server full")
         finally:
             for s in held:
                 s.close()

@@ -430,12 +430,54 @@ async def _deny_websocket(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 # -- uvicorn --------------------------------------------------------------------------------------------
+_FULL_BODY = json.dumps(
+    {"error": "server full: too many open connections; retry in 1 s", "retry_after_s": 1}
+).encode()
+
+
+async def _server_full(scope: Any, receive: Any, send: Any) -> None:
+    """The answer to a request over ``Limits.max_connections``: 503 with ``Retry-After``
+    (uvicorn's own is plain text without it), and the connection closed."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(_FULL_BODY)).encode()),
+                (b"retry-after", b"1"),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _FULL_BODY, "more_body": False})
+
+
 class _TimedH11(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, closing a connection that sends no whole request head
     within the keep-alive timeout (``Limits.header_timeout_s``; on connect and after each
-    answer): idle or slowly trickling connections cannot pile up."""
+    answer): idle or slowly trickling connections cannot pile up. Over the connection limit
+    (``Limits.max_connections``) a request is answered 503 with ``Retry-After``."""
 
     _deadline: asyncio.TimerHandle | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn answers over its limit_concurrency with its own 503; this class does it
+        self._cap = self.limit_concurrency
+        self.limit_concurrency = None
+
+    @property
+    def app(self) -> Any:
+        """The app that answers the request being read: the server's, or ``_server_full``."""
+        cap = self._cap
+        if cap is not None and (len(self.connections) >= cap or len(self.tasks) >= cap):
+            return _server_full
+        return self._app
+
+    @app.setter
+    def app(self, value: Any) -> None:
+        self._app = value
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
