@@ -17,7 +17,7 @@ from gemgym.options import DeprecatedOptionWarning, Option
 from helpers.extras import skip_without
 from helpers.net import free_port
 
-COMMANDS = ("run", "eval", "train", "serve")
+COMMANDS = ("run", "eval", "train", "serve", "audit")
 ENV_ID = "game:GuessTheNumber-v0-easy"
 
 # which shared options each command takes (train keeps the seed in its run.seed, the output
@@ -28,6 +28,7 @@ TAKES: dict[str, tuple[Option, ...]] = {
     "eval": (*ENV, *(o for o in EPISODES if o.name != "episodes"), *MODEL_SERVER, *OUTPUT),
     "train": (*ENV, *(o for o in EPISODES if o.name == "seed"), *OUTPUT),
     "serve": ENV_KWARGS,
+    "audit": (*ENV_KWARGS, *(o for o in EPISODES if o.name == "seed")),
 }
 
 

@@ -18,8 +18,12 @@ import argparse
 from pathlib import Path
 
 from gemgym._console import stdout_console
-from gemgym.cli.run import parse_kv
+from gemgym.cli.shared import ENV_KWARGS, EPISODES, add_shared, read_shared
 from gemgym.errors import ConfigError
+
+GROUPS = (ENV_KWARGS, tuple(o for o in EPISODES if o.name == "seed"))
+"""The shared options ``gemgym audit`` takes (:mod:`gemgym.cli.shared`): ``--env-kwarg`` and
+``--seed``, as ``run``, ``eval`` and ``train`` read them."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,19 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="env ids, globs (game:*-easy), suites (games) or ID+python",
     )
     p.add_argument("--episodes", type=int, default=8, help="episodes per policy (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="episode k uses seed+k (default 0)")
     p.add_argument(
         "--policies",
         default=None,
         metavar="A,B",
         help="exploit policies to run, comma-separated (default: all; see docs/audit.md)",
-    )
-    p.add_argument(
-        "--env-kwarg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="keyword for every env (VALUE parsed as JSON when it can be); repeatable",
     )
     p.add_argument(
         "--max-turns", type=int, default=30, help="cut episodes after N turns (default 30)"
@@ -59,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the full report as JSON")
     p.add_argument("--out", metavar="DIR", help="write report.md and report.json into DIR")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_shared(p, *GROUPS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from gemgym.audit import audit
     from gemgym.audit.stats import min_episodes
 
+    read_shared(args, *GROUPS)
     policies = None
     if args.policies is not None:
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -100,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             episodes=args.episodes,
             seed=args.seed,
             policies=policies,
-            env_kwargs=parse_kv(args.env_kwarg),
+            env_kwargs=dict(args.env_kwargs),
             max_turns=args.max_turns,
             concurrency=args.concurrency,
             alpha=args.alpha,

@@ -239,9 +239,9 @@ RESUME: tuple[Option, ...] = tuple(o for o in OUTPUT if o.name == "resume")
 """The part of :data:`OUTPUT` that ``train`` takes as it is (its ``--out`` is ``run.out_dir``)."""
 
 TITLES = {
-    "env": "env (shared by run, eval, train; serve takes --env-kwarg)",
+    "env": "env (shared by run, eval, train; serve and audit take --env-kwarg)",
     "episodes": "episodes (shared by run, eval; eval plays --tasks x --n, not --episodes; train "
-    "takes --seed)",
+    "and audit take --seed)",
     "model": "model server: any OpenAI-compatible chat server (shared by run, eval)",
     "output": "output (shared by run, eval, train)",
 }
