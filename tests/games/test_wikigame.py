@@ -496,6 +496,8 @@ def test_gemgym_serve_wiki(zim: Path, tmp_path: Path) -> None:
     assert time.monotonic() - started < 60
     bad = _gemgym("serve-wiki", "--port", "70000")
     assert bad.returncode == 2 and "--port" in bad.stderr
+    public = _gemgym("serve-wiki", "--zim", str(zim), "--host", "0.0.0.0", "--port", "0")
+    assert public.returncode == 2 and "--insecure" in public.stderr, public.stderr
 
 
 def test_the_shipped_file_is_well_formed() -> None:

@@ -8,7 +8,8 @@ Examples::
 
 Then ``make("game:WikiGame-v0-easy", backend="kiwix", trawler_kwargs={"url":
 "http://127.0.0.1:8080"})`` (add ``"zimfile": "<file name without .zim>"`` for another ZIM).
-The server listens on loopback unless ``--host`` says otherwise; it stops on Ctrl-C.
+The server binds loopback; another ``--host`` needs ``--insecure`` (kiwix-serve takes no bearer
+token, unlike ``gemgym serve``). It stops on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--build", type=Path, default=None, metavar="PATH", help="write the ZIM, do not serve"
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback address (kiwix-serve takes no token: a trusted network only)",
+    )
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: a free one)")
     p.add_argument("--threads", type=int, default=4, help="kiwix-serve's threads (default 4)")
     p.add_argument(
@@ -45,6 +51,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port must be from 0 to 65535, got {args.port}")
     if args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+    from gemgym.serving import is_loopback
+
+    if not is_loopback(args.host) and not args.insecure and args.build is None:
+        raise ConfigError(
+            f"--host {args.host} is not a loopback address and kiwix-serve takes no token: "
+            "anyone who reaches it can read the pages and load the machine; serve it on "
+            "127.0.0.1, or pass --insecure on a trusted network"
+        )
     if args.build is not None:
         path = build_zim(args.build, load_pages(args.pages))
         print(f"wrote {path} ({path.stat().st_size} bytes)", flush=True)
