@@ -14,7 +14,9 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -31,6 +33,7 @@ from gemgym.sandbox.bwrap import (
     resolve_python,
 )
 from gemgym.sandbox.pool import PoolSandbox
+from gemgym.sandbox.shell import ShellSession
 from helpers.extras import needs_module
 
 pytestmark = [
@@ -365,6 +368,31 @@ while True:
 """
 
 
+class _HostRise:
+    """The most the host's allocated files (``/proc/sys/fs/file-nr``) rose over their level at
+    the start, sampled every millisecond from a thread while the ``with`` block runs."""
+
+    def __enter__(self) -> _HostRise:
+        self.base = self.peak = _file_nr()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample)
+        self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self.done.is_set():
+            self.peak = max(self.peak, _file_nr())
+            time.sleep(0.001)
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+    @property
+    def rise(self) -> int:
+        return self.peak - self.base
+
+
 def _file_nr() -> int:
     return int(Path("/proc/sys/fs/file-nr").read_text().split()[0])
 
@@ -376,25 +404,35 @@ def test_file_mappings_are_bounded_to_one_percent_of_file_max() -> None:
     more than 1 % of ``fs.file-max`` while it ran (sampled every millisecond)."""
     with PoolSandbox(Limits(timeout=20), size=1) as sb:
         sb.warm_up()
-        base, peak, done = _file_nr(), [0], threading.Event()
-
-        def sample() -> None:
-            while not done.is_set():
-                peak[0] = max(peak[0], _file_nr())
-                time.sleep(0.001)
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        try:
+        with _HostRise() as host:
             r = sb.run(MAPPER)
-        finally:
-            done.set()
-            sampler.join()
     assert r.error is None and r.killed_by == "open_files", (r.stderr, r.notes)
     assert not r.timed_out and r.duration < 10
     limit = FILE_MAX // 200
     assert any(f"the limit is {limit:,}" in note for note in r.notes), r.notes
-    assert peak[0] - base <= FILE_MAX // 100, (peak[0] - base, FILE_MAX)
+    assert host.rise <= FILE_MAX // 100, (host.rise, FILE_MAX)
+
+
+@pytest.mark.skipif(not WATCHED, reason="fs.file-max is unlimited here: no watchdog")
+def test_file_mappings_of_shell_commands_and_background_jobs_are_bounded() -> None:
+    """The same in a terminal's shell: a command is stopped (``killed_by="open_files"``, a new
+    shell next), and a background job is killed between commands (the next answer's note says
+    so); the host's allocated files rise by no more than 1 % of ``fs.file-max`` either way."""
+    with ShellSession(Limits(timeout=20, max_processes=32)) as shell:
+        shell.run(f"cat > /tmp/m.py <<'EOF'\n{MAPPER}\nEOF")
+        with _HostRise() as host:
+            r = shell.run("python3 /tmp/m.py")
+        assert r.killed_by == "open_files" and r.shell_restarted, r
+        assert r.note and r.note.startswith("open files limit:"), r.note
+        assert host.rise <= FILE_MAX // 100, (host.rise, FILE_MAX)
+        assert shell.run("echo hi").output == "hi\n"
+        with _HostRise() as host:
+            assert shell.run("python3 /tmp/m.py >/dev/null 2>&1 &").exit_status == 0
+            time.sleep(1.5)
+        r = shell.run("echo hi")
+        assert r.output == "hi\n" and r.exit_status == 0
+        assert r.note and r.note.startswith("background processes were killed: open files limit")
+        assert host.rise <= FILE_MAX // 100, (host.rise, FILE_MAX)
 
 
 class _HostMappings:
@@ -428,15 +466,9 @@ class _HostMappings:
         self.maps = []
 
 
-@pytest.mark.skipif(not WATCHED, reason="fs.file-max is unlimited here: no watchdog")
-@pytest.mark.skipif(FILE_MAX // 200 > 60000, reason="the host rise needs > vm.max_map_count maps")
-def test_a_program_holding_a_few_hundred_files_passes_while_the_host_opens_more(
-    tmp_path: Path,
-) -> None:
-    """A program that maps 300 files runs to its end while the host's allocated files rise by
-    more than the limit (someone else's files): the watchdog counts the run's own (stopping
-    its processes for that, which the program sees as ``SIGCONT``) and lets it go on."""
-    program = r"""
+# Maps 300 files, then waits (2 s at most) to be stopped and continued (``SIGCONT``), as the
+# watchdog does when it counts the run's files; prints how many it holds and whether it was.
+HOLDER = r"""
 import mmap, os, signal, time
 woken = []
 signal.signal(signal.SIGCONT, lambda *_: woken.append(1))
@@ -451,23 +483,58 @@ while time.monotonic() < end and not woken:
     time.sleep(0.01)
 print(len(maps), bool(woken))
 """
+
+T = TypeVar("T")
+
+
+def _while_the_host_opens_files(run: Callable[[], T], folder: Path) -> T:
+    """``run()`` in a thread; half a second in, this process maps more files than a sandbox may
+    hold (the limit + 2,000) until it returns."""
+    box: list[T] = []
+    t = threading.Thread(target=lambda: box.append(run()))
+    t.start()
+    try:
+        time.sleep(0.5)
+        held = _HostMappings(folder / "f", FILE_MAX // 200 + 2000)
+        try:
+            t.join(15)
+        finally:
+            held.close()
+    finally:
+        t.join(15)
+    return box[0]
+
+
+@pytest.mark.skipif(not WATCHED, reason="fs.file-max is unlimited here: no watchdog")
+@pytest.mark.skipif(FILE_MAX // 200 > 60000, reason="the host rise needs > vm.max_map_count maps")
+def test_a_program_holding_a_few_hundred_files_passes_while_the_host_opens_more(
+    tmp_path: Path,
+) -> None:
+    """A program that maps 300 files runs to its end while the host's allocated files rise by
+    more than the limit (someone else's files): the watchdog counts the run's own (stopping
+    its processes for that, which the program sees as ``SIGCONT``) and lets it go on."""
     with PoolSandbox(Limits(timeout=10), size=1) as sb:
         sb.warm_up()
-        box: list[RunResult] = []
-        t = threading.Thread(target=lambda: box.append(sb.run(program)))
-        t.start()
-        try:
-            time.sleep(0.5)
-            held = _HostMappings(tmp_path / "f", FILE_MAX // 200 + 2000)
-            try:
-                t.join(15)
-            finally:
-                held.close()
-        finally:
-            t.join(15)
-    (r,) = box
+        r = _while_the_host_opens_files(lambda: sb.run(HOLDER), tmp_path)
     assert r.ok and r.killed_by is None, (r.stderr, r.notes)
     assert r.stdout == "300 True\n"
+
+
+@pytest.mark.skipif(not WATCHED, reason="fs.file-max is unlimited here: no watchdog")
+@pytest.mark.skipif(FILE_MAX // 200 > 60000, reason="the host rise needs > vm.max_map_count maps")
+def test_a_shell_command_holding_a_few_hundred_files_runs_on_while_the_host_opens_more(
+    tmp_path: Path,
+) -> None:
+    """The same in a shell, with a background job: the shell is stopped before its jobs and
+    continued after them, so it never sees them stopped (no ``Stopped`` job, the command's own
+    status and output)."""
+    with ShellSession(Limits(timeout=10, max_processes=32)) as shell:
+        shell.run(f"cat > /tmp/h.py <<'EOF'\n{HOLDER}\nEOF")
+        assert shell.run("sleep 30 &").exit_status == 0
+        r = _while_the_host_opens_files(lambda: shell.run("python3 /tmp/h.py"), tmp_path)
+        assert (r.output, r.exit_status, r.killed_by, r.note) == ("300 True\n", 0, None, None)
+        jobs = shell.run("jobs")
+        assert "Running" in jobs.output and "Stopped" not in jobs.output, jobs.output
 
 
 @pytest.mark.skipif(not ROOT, reason="per-sandbox uids are leased as root only")

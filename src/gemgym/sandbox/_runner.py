@@ -436,7 +436,7 @@ def serve_one(spec: dict[str, Any], isolated: bool, tests_fd: int) -> dict[str, 
         run_check(spec, 3, 4, 5, 6)
 
     trusted = [1, os.getpid()]  # the server; the test process
-    watch = FileWatch.start(trusted, freeze=True) if isolated else None
+    watch = FileWatch.start(trusted) if isolated else None
     children: list[int] = []
     try:
         children.append(_fork(program))

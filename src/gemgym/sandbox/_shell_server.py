@@ -41,7 +41,15 @@ if "main_server" not in globals():  # on the host; inside, the runner's source c
         _set_not_dumpable,
         take_protocol_fds,
     )
-    from gemgym.sandbox._wire import ACK, pump, recv_message, send_message
+    from gemgym.sandbox._wire import (
+        ACK,
+        KILL_FILES,
+        WATCH_TICK,
+        FileWatch,
+        pump,
+        recv_message,
+        send_message,
+    )
 
 _MAX_REQUEST = 512 << 20
 _QUIET = 0.3
@@ -133,11 +141,16 @@ class _Shell:
         return data[:at], status
 
     def read_until_prompt(
-        self, deadline: float, quiet: float | None = None, max_output: int = 1 << 20
+        self,
+        deadline: float,
+        quiet: float | None = None,
+        max_output: int = 1 << 20,
+        watch: FileWatch | None = None,
     ) -> tuple[bytes, int | None, str | None]:
         """Output until the prompt's sentinel (then the status), ``deadline`` or, with ``quiet``,
         that many seconds without output. Returns the output (head and tail kept within
-        ``max_output``), the status (``None``: no prompt yet) and ``"output"`` or ``"exited"``."""
+        ``max_output``), the status (``None``: no prompt yet) and ``"output"``, ``"exited"`` or
+        ``"open_files"`` (``watch``, looked at every :data:`WATCH_TICK`, said so)."""
         data, self.pending = self.pending, b""
         half = max(1, max_output // 2)
         head = b""
@@ -154,23 +167,27 @@ class _Shell:
                 tail = tail[-half:]
             return head + f"\n[... {dropped:,} bytes cut ...]\n".encode() + tail
 
+        heard = time.monotonic()  # the last output (``quiet`` counts from there)
+        next_look = heard + WATCH_TICK
         while True:
             text, status = self._parse(data)
             if status is not None:
                 return clip(text), status, None
+            if watch is not None and time.monotonic() >= next_look:
+                if watch():
+                    return clip(data), None, KILL_FILES
+                next_look = time.monotonic() + WATCH_TICK
             if len(data) > 2 * max_output:  # keep the head, and the tail (the sentinel's in it)
                 data = clip(data)[len(head) :]
                 data = data[data.index(b"cut ...]\n") + 9 :]
                 if dropped > 16 * max_output:
                     return clip(data), None, "output"
             now = time.monotonic()
-            wait = deadline - now if quiet is None else min(deadline - now, quiet)
+            wait = deadline - now if quiet is None else min(deadline - now, heard + quiet - now)
             if wait <= 0:
                 return clip(data), None, None
-            ready = select.select([self.fd], [], [], wait)[0]
-            if not ready:
-                if quiet is not None:
-                    return clip(data), None, None
+            tick = max(0.0, next_look - now) if watch is not None else wait
+            if not select.select([self.fd], [], [], min(wait, tick))[0]:
                 continue
             try:
                 chunk = os.read(self.fd, 65536)
@@ -179,6 +196,7 @@ class _Shell:
             if not chunk:
                 return clip(data), None, "exited"
             data += chunk
+            heard = time.monotonic()
 
     def interrupt(self) -> tuple[bytes, int | None]:
         """Ctrl-C; then SIGKILL to the foreground process group; then a new shell."""
@@ -269,11 +287,58 @@ def _shell_cmd(shell: _Shell, req: dict[str, Any]) -> dict[str, Any]:
         path = _write_command(text)
     except OSError as e:
         return _answer(before, None, note=f"the command could not be written to /tmp: {e}")
+    watch = _watch(shell)
     os.write(shell.fd, b". " + path.encode() + b"\n")
-    out, status, how = shell.read_until_prompt(deadline, max_output=max_output)
+    out, status, how = shell.read_until_prompt(deadline, max_output=max_output, watch=watch)
     with contextlib.suppress(OSError):
         os.unlink(path)
+    if how == KILL_FILES and watch is not None:
+        return _files_killed(shell, before + out, watch.message)
     return _finish(shell, before + out, status, how, False)
+
+
+def _watch(shell: _Shell | None) -> FileWatch | None:
+    """A watch over the session's open files from now on (see :class:`FileWatch`); the shell
+    is stopped first and continued last when its processes are counted."""
+    return FileWatch.start([1, os.getpid()], shell.pid if shell is not None and shell.pid else None)
+
+
+def _files_killed(shell: _Shell, out: bytes, message: str) -> dict[str, Any]:
+    """Kill every process of the session (the shell too: the next command gets a new one)
+    after they held more files than the session may; answer with why."""
+    _kill_everything()
+    shell.pid = 0  # reaped above
+    shell.kill()
+    return _answer(out, None, killed_by=KILL_FILES, shell_exited=True, note=message)
+
+
+def _others_run(shell: _Shell) -> bool:
+    """Whether a process of the session other than the server and its shell exists."""
+    mine = (1, os.getpid(), shell.pid)
+    return any(e.isdigit() and int(e) not in mine for e in os.listdir("/proc"))
+
+
+def _idle(shell: _Shell, channel: int) -> str | None:
+    """Wait until the next request can be read from ``channel``. While processes of the session
+    run meanwhile (background jobs, a program started by keystrokes) their files are watched;
+    an idle shell alone makes none, so nothing is watched then. Returns why the session's
+    processes were killed, if they were."""
+    watch: FileWatch | None = None
+    ticks = 0
+    while not select.select([channel], [], [], 0 if watch is None else WATCH_TICK)[0]:
+        if watch is None or ticks >= 100:  # look again for processes every second
+            if not _others_run(shell):
+                select.select([channel], [], [], None)
+                return None
+            watch = watch or _watch(shell)
+            if watch is None:
+                return None
+            ticks = 0
+            continue
+        ticks += 1
+        if watch():
+            return str(_files_killed(shell, b"", watch.message)["note"])
+    return None
 
 
 def _write_command(text: str) -> str:
@@ -302,13 +367,17 @@ def _shell_keys(shell: _Shell, req: dict[str, Any]) -> dict[str, Any]:
     if not data and not shell.busy:
         return _answer(b"", None)
     deadline = time.monotonic() + float(req.get("timeout", 10.0))
+    watch = _watch(shell)
     if data:
         os.write(shell.fd, data)
     out, status, how = shell.read_until_prompt(
         deadline,
         quiet=float(req.get("quiet", _QUIET)),
         max_output=int(req.get("max_output", 1 << 20)),
+        watch=watch,
     )
+    if how == KILL_FILES and watch is not None:
+        return _files_killed(shell, out, watch.message)
     return _finish(shell, out, status, how, True)
 
 
@@ -332,8 +401,10 @@ def _child_run(
     cwd: str,
     env: dict[str, str],
     max_output: int,
+    shell: _Shell | None = None,
 ) -> dict[str, Any]:
-    """Run ``argv`` in a child with the session's limits; collect its output."""
+    """Run ``argv`` in a child with the session's limits; collect its output (``shell``: the
+    session's shell, which may still run jobs, for the open-files watch)."""
     pipes = [os.pipe() for _ in range(3)]
     pid = os.fork()
     if pid == 0:
@@ -356,14 +427,24 @@ def _child_run(
 
     deadline = time.monotonic() + timeout
     pidfd = os.pidfd_open(pid)
+    watch = _watch(shell)
     try:
         outs, reason = pump(
-            pipes[0][1], stdin, [pipes[1][0], pipes[2][0]], deadline, max_output, kill, [pidfd]
+            pipes[0][1],
+            stdin,
+            [pipes[1][0], pipes[2][0]],
+            deadline,
+            max_output,
+            kill,
+            [pidfd],
+            watch,
         )
     finally:
         os.close(pidfd)
     wstatus = _wait(pid, deadline, kill)
     kill()  # what it left running in the background
+    if reason == KILL_FILES and watch is not None:
+        outs[1] += f"\n{watch.message}\n".encode()
     return {
         "stdout": outs[0],
         "stderr": outs[1],
@@ -510,10 +591,15 @@ def _run_tests(
 
     deadline = time.monotonic() + float(req.get("timeout", 60.0))
     pidfd = os.pidfd_open(pid)
+    # The tests run the agent's code: its files are watched too (the test process is not
+    # dumpable, so a rise of the host's files past the limit meanwhile ends the tests).
+    watch = _watch(None)
     try:
-        outs, reason = pump(None, b"", [verdict_r, out_r], deadline, 8 << 20, kill, [pidfd])
+        outs, reason = pump(None, b"", [verdict_r, out_r], deadline, 8 << 20, kill, [pidfd], watch)
     finally:
         os.close(pidfd)
+    if reason == KILL_FILES and watch is not None:
+        outs[1] += f"\n{watch.message}\n".encode()
     _wait(pid, deadline, kill)
     _kill_everything()
     return {
@@ -539,6 +625,7 @@ def _serve(req: dict[str, Any], shell: _Shell, state: dict[str, Any]) -> dict[st
             workspace,
             env,
             int(req.get("max_output", 1 << 20)),
+            shell,
         )
         return {
             "stdout": done["stdout"].decode("utf-8", "replace"),
@@ -556,6 +643,7 @@ def _serve(req: dict[str, Any], shell: _Shell, state: dict[str, Any]) -> dict[st
             workspace,
             env,
             1 << 20,
+            shell,
         )
         return {"status": done["status"], "stderr": done["stderr"].decode("utf-8", "replace")}
     if op == "export":
@@ -602,6 +690,7 @@ def main_shell(config: dict[str, Any]) -> None:
     shell = _Shell(config["env"], config["limits"], config["workspace"])
     os.write(proto_out, b"READY\n")
     while True:
+        killed = _idle(shell, proto_in)
         try:
             request = recv_message(proto_in, _MAX_REQUEST)
         except (EOFError, OSError, ValueError):
@@ -613,6 +702,9 @@ def main_shell(config: dict[str, Any]) -> None:
         except Exception as e:  # report it; the host closes the session
             response = {"error": f"{type(e).__name__}: {e}"}
         _reap_others(shell)
+        if killed:  # the session's background processes, since the last request
+            note = "background processes were killed: " + killed
+            response["note"] = "; ".join(filter(None, [note, response.get("note")]))
         response["nonce"] = request.get("nonce")
         send_message(proto_out, response)
 

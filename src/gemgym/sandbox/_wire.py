@@ -10,6 +10,7 @@ process's stdin and collects its output under a deadline and an output cap.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -195,28 +196,55 @@ class FileWatch:
     rise was someone else's, and the baseline moves up to the host's count less the run's.
     """
 
-    def __init__(self, limit: int, exclude: list[int], freeze: bool) -> None:
+    def __init__(self, limit: int, exclude: list[int], leader: int | None) -> None:
         self.limit = limit
         self.exclude = exclude
-        self.freeze = freeze
+        self.leader = leader
         self.message = ""
         self.baseline = _file_nr()
 
     @classmethod
-    def start(cls, exclude: list[int], freeze: bool = False) -> FileWatch | None:
+    def start(cls, exclude: list[int], leader: int | None = None) -> FileWatch | None:
         """A watch from now on, or ``None`` where there is no limit to keep.
 
-        ``freeze`` (only for PID 1 of the sandbox, whose ``kill(-1, ...)`` reaches every other
-        process of it): the run's processes are stopped while they are counted (milliseconds
-        per 10,000 files), so that they make no more meanwhile, and continued if they may go on.
+        Only for PID 1 of the sandbox, whose ``kill(-1, ...)`` reaches every other process of
+        it: the run's processes are stopped while they are counted (milliseconds per 10,000
+        files), so that they make no more meanwhile, and continued if they may go on. A
+        ``leader`` (a job-control shell) is stopped before the others and continued after
+        them, so that it never sees its jobs stopped (they read as continued, if at all).
         """
         limit = files_limit()
         if limit is None:
             return None
         try:
-            return cls(limit, exclude, freeze)
+            return cls(limit, exclude, leader)
         except (OSError, ValueError, IndexError):
             return None
+
+    def _stop(self) -> None:
+        leader = self.leader
+        if leader is not None:
+            with contextlib.suppress(OSError):
+                os.kill(leader, signal.SIGSTOP)
+                for _ in range(200):  # until it is stopped (microseconds), 20 ms at most
+                    with open(f"/proc/{leader}/stat", "rb") as f:
+                        if f.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"Z", b"X"):
+                            break
+                    time.sleep(0.0001)
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGSTOP)
+
+    def _continue(self) -> None:
+        if self.leader is None:
+            with contextlib.suppress(OSError):
+                os.kill(-1, signal.SIGCONT)
+            return
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in (*self.exclude, self.leader):
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry), signal.SIGCONT)
+        with contextlib.suppress(OSError):
+            os.kill(self.leader, signal.SIGCONT)
 
     def run_files(self) -> tuple[int, int]:
         """The files the run's processes hold, and how many of them hide theirs."""
@@ -244,8 +272,7 @@ class FileWatch:
             self.baseline = now
         if now - self.baseline <= self.limit:
             return False
-        if self.freeze:
-            os.kill(-1, signal.SIGSTOP)
+        self._stop()
         held, hidden = self.run_files()
         if held > self.limit:
             self.message = (
@@ -260,8 +287,7 @@ class FileWatch:
                 f"than the limit of {self.limit:,} (0.5 % of the host's fs.file-max)"
             )
             return True
-        if self.freeze:
-            os.kill(-1, signal.SIGCONT)
+        self._continue()
         self.baseline = now - held
         return False
 
