@@ -12,6 +12,9 @@ Measured:
   ``"<python>print(1+1)</python>"``) on one ``make_sandbox()`` (default backend, its default 2
   workers, warmed up): the median latency of one warm call, and runs/s from 1, 4 and 16 client
   threads against the baseline at the same concurrencies;
+* CPU time per warm run in the sandbox (its server and the children it reaped, from
+  ``/proc/PID/stat``): ``--cpu N`` runs of ``print(1+1)`` (default 1,000; 0 skips it) and 5 of
+  ``time.sleep(1)`` on one warm worker (CPU time does not depend on the machine's other load);
 * a reliability soak: ``--soak N`` runs of ``print(1+1)`` (default 10,000; 1,000 with
   ``--quick``) from 16 threads through one ``make_sandbox()``, half of them from long-lived
   threads and half from short-lived ``threading.Thread``s that exit after a few runs (workers a
@@ -28,6 +31,8 @@ Measured:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import subprocess
 import sys
@@ -35,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from gemgym.envs.code import humaneval_items
@@ -264,6 +270,50 @@ def soak(total: int) -> int:
     return len(failures)
 
 
+def _server_pid() -> int:
+    """The host pid of this process's one sandboxed fork-server (a descendant of this one)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parent[int(entry)] = int(stat[1])
+    todo, found = [os.getpid()], []
+    while todo:
+        pid = todo.pop()
+        todo += [child for child, ppid in parent.items() if ppid == pid]
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if not argv[0].endswith(b"bwrap") and b"main_server(" in b" ".join(argv):
+                found.append(pid)
+    if len(found) != 1:
+        raise RuntimeError(f"expected one sandbox server below this process, found {found}")
+    return found[0]
+
+
+def _sandbox_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and of the children it reaped (user + system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_cpu(n: int) -> None:
+    """CPU time per warm run, in the sandbox (one worker)."""
+    print("\n== CPU time in the sandbox (server and its children), one warm worker ==")
+    with PoolSandbox(Limits(timeout=10), size=1, python=PYTHON[0]) as sb:
+        sb.warm_up()
+        for code, runs in (("print(1+1)", n), ("import time\ntime.sleep(1)", 5)):
+            for _ in range(3):
+                sb.run(code)
+            pid = _server_pid()
+            before = _sandbox_cpu(pid)
+            for _ in range(runs):
+                result = sb.run(code)
+                assert result.ok, result
+            per_run = (_sandbox_cpu(pid) - before) / runs
+            print(f"{code.splitlines()[-1]:16s} {per_run * 1000:6.2f} ms per run ({runs} runs)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -273,6 +323,13 @@ def main() -> int:
         default=None,
         metavar="N",
         help="runs in the reliability soak (default 10000; 1000 with --quick; 0 skips it)",
+    )
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="warm runs whose CPU time in the sandbox is measured (default 1000; 0 skips it)",
     )
     parser.add_argument(
         "--python",
@@ -327,6 +384,8 @@ def main() -> int:
     bwrap.close()
 
     bench_tool(code, 4 * n, 60 if args.quick else 300, base)
+    if args.cpu > 0:
+        bench_cpu(args.cpu)
 
     total = args.soak if args.soak is not None else (1000 if args.quick else 10000)
     failures = soak(total) if total > 0 else 0

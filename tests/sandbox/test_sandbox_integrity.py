@@ -420,8 +420,9 @@ def test_file_mappings_are_bounded_to_one_percent_of_file_max(hide: bool) -> Non
 @pytest.mark.skipif(not WATCHED, reason="fs.file-max is unlimited here: no watchdog")
 def test_file_mappings_of_shell_commands_and_background_jobs_are_bounded() -> None:
     """The same in a terminal's shell: a command is stopped (``killed_by="open_files"``, a new
-    shell next), and a background job is killed between commands (the next answer's note says
-    so); the host's allocated files rise by no more than 1 % of ``fs.file-max`` either way."""
+    shell next), a background job is killed between commands (the next answer's note says so),
+    a setup script fails with the reason in its output; the host's allocated files rise by no
+    more than 1 % of ``fs.file-max`` each time."""
     with ShellSession(Limits(timeout=20, max_processes=32)) as shell:
         shell.run(f"cat > /tmp/m.py <<'EOF'\n{MAPPER}\nEOF")
         with _HostRise() as host:
@@ -437,6 +438,11 @@ def test_file_mappings_of_shell_commands_and_background_jobs_are_bounded() -> No
         assert r.output == "hi\n" and r.exit_status == 0
         assert r.note and r.note.startswith("background processes were killed: open files limit")
         assert host.rise <= FILE_MAX // 100, (host.rise, FILE_MAX)
+        with _HostRise() as host:  # a setup script (the session's other processes go too)
+            status, output = shell.execute("python3 /tmp/m.py")
+        assert status is None and "open files limit:" in output, output
+        assert host.rise <= FILE_MAX // 100, (host.rise, FILE_MAX)
+        assert shell.run("echo hi").output == "hi\n"
 
 
 class _HostMappings:

@@ -444,6 +444,11 @@ def _child_run(
     wstatus = _wait(pid, deadline, kill)
     kill()  # what it left running in the background
     if reason == KILL_FILES and watch is not None:
+        # The session's other processes were stopped for the count: they go too.
+        _kill_everything()
+        if shell is not None:
+            shell.pid = 0  # reaped above
+            shell.kill()
         outs[1] += f"\n{watch.message}\n".encode()
     return {
         "stdout": outs[0],
