@@ -145,6 +145,7 @@ def test_lower_layers_do_not_reach_up_even_at_call_time() -> None:
         # the registry is below the vector envs (they make their envs through it; make_vec
         # lives in gemgym.vector): registry <-> vector is not a cycle even at call time
         "gemgym.registry": {
+            "gemgym._console",  # a leaf: it imports no gemgym module (checked below)
             "gemgym.core",
             "gemgym.env_spec",
             "gemgym.envs",
@@ -152,6 +153,7 @@ def test_lower_layers_do_not_reach_up_even_at_call_time() -> None:
             "gemgym.wrappers.common",
         },
     }
+    rules["gemgym._console"] = set()
     for module, allowed in rules.items():
         imported = {n for n in _all_imports(mods[module][0]) if n in mods}
         assert imported <= allowed, f"{module} imports {sorted(imported - allowed)}"
