@@ -308,3 +308,19 @@ def test_the_printed_resume_command_continues_the_same_config(flags: list[str]) 
     again = parser.parse_args(argv[2:])
     read_shared(again, RESUME)  # --resume is the shared option (gemgym.cli.shared)
     assert again.resume and config_from_args(again) == cfg
+
+
+def test_init_takes_a_file_of_the_weights_alone(tmp_path: Path) -> None:
+    """``--init`` takes the shipped warm start (``{"model": state_dict}``, no settings), as
+    docs/results.md's recipe gives it, and any such file of a run's weights."""
+    import torch
+
+    from gemgym.cli import main
+
+    shipped = Path(__file__).resolve().parents[2] / "docs/results/tinygpt/warm_start.pt"
+    argv = ["train", ENV, "--updates", "1", "--eval-episodes", "0", "--threads", "1"]
+    assert main([*argv, "--out", str(tmp_path / "a"), "--init", str(shipped)]) == 0
+    weights = tmp_path / "weights.pt"
+    state = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    torch.save({"model": state["model"]}, weights)
+    assert main([*argv, "--out", str(tmp_path / "b"), "--init", str(weights)]) == 0

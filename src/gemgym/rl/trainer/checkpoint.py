@@ -82,10 +82,11 @@ def read_checkpoint(
     *,
     given_as: str,
     fix: str = "give a checkpoint.pt from a run's output folder",
+    needs: tuple[str, ...] = ("model", "config"),
 ) -> dict[str, Any]:
     """The state a checkpoint file holds; a file that is not one (another file, a truncated
-    or empty one) is a :class:`ConfigError` naming ``given_as``, the setting that gave it, and
-    saying what to do (``fix``)."""
+    or empty one, one without the entries ``needs``) is a :class:`ConfigError` naming
+    ``given_as``, the setting that gave it, and saying what to do (``fix``)."""
     import torch
 
     try:
@@ -94,8 +95,8 @@ def read_checkpoint(
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
         state, problem = None, f"{type(e).__name__}: {why}"
     else:
-        problem = "it holds no model weights and settings"
-    if not isinstance(state, dict) or not {"model", "config"} <= set(state):
+        problem = "it holds no model weights" + (" and settings" if "config" in needs else "")
+    if not isinstance(state, dict) or not set(needs) <= set(state):
         raise ConfigError(
             f"{given_as} {str(path)!r} is not a checkpoint written by the gemgym trainer "
             f"({problem}); {fix}"
@@ -143,13 +144,14 @@ def save_checkpoint(trainer: Trainer, path: Path) -> None:
 def load_model_weights(
     model: Any, path: Path | str, device: Any, config: TrainConfig | None = None
 ) -> None:
-    """Load only the model weights of a checkpoint into ``model``.
+    """Load only the model weights of a checkpoint into ``model``: a trainer checkpoint, or a
+    file of the weights alone (``{"model": state_dict}``, as the shipped warm starts).
 
     With ``config`` (the run's), a checkpoint made with other :data:`WEIGHT_SETTINGS` is a
-    :class:`ConfigError` that names them; weights that do not fit ``model`` anyway are one
-    too."""
-    state = read_checkpoint(path, device, given_as="sft.init_checkpoint")
-    if config is not None:
+    :class:`ConfigError` that names them (a file of the weights alone records no settings);
+    weights that do not fit ``model`` anyway are one too."""
+    state = read_checkpoint(path, device, given_as="sft.init_checkpoint", needs=("model",))
+    if config is not None and "config" in state:
         differ = _differences(saved_config(state), config, WEIGHT_SETTINGS)
         if differ:
             named = ", ".join(f"{name} {was!r} (not {now!r})" for name, was, now in differ)
