@@ -430,27 +430,15 @@ async def _deny_websocket(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 # -- uvicorn --------------------------------------------------------------------------------------------
-_FULL_BODY = json.dumps(
-    {"error": "server full: too many open connections; retry in 1 s", "retry_after_s": 1}
-).encode()
-
-
 async def _server_full(scope: Any, receive: Any, send: Any) -> None:
     """The answer to a request over ``Limits.max_connections``: 503 with ``Retry-After``
     (uvicorn's own is plain text without it), and the connection closed."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(_FULL_BODY)).encode()),
-                (b"retry-after", b"1"),
-                (b"connection", b"close"),
-            ],
-        }
+    await send_json(
+        send,
+        503,
+        {"error": "server full: too many open connections; retry in 1 s", "retry_after_s": 1},
+        [("retry-after", "1"), ("connection", "close")],
     )
-    await send({"type": "http.response.body", "body": _FULL_BODY, "more_body": False})
 
 
 class _TimedH11(H11Protocol):
