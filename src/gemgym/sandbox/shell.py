@@ -56,9 +56,12 @@ _BACKSTOP = 5.0
 
 @functools.cache
 def _server_source() -> str:
-    own = Path(__file__).with_name("_shell_server.py").read_text(encoding="utf-8")
-    own = own.replace("from __future__ import annotations\n", "", 1)
-    return runner_source() + "\n" + own
+    future = "from __future__ import annotations\n"
+    own = [
+        Path(__file__).with_name(name).read_text(encoding="utf-8").replace(future, "", 1)
+        for name in ("_shell_tests.py", "_shell_server.py")
+    ]
+    return "\n".join([runner_source(), *own])
 
 
 _COMPILED: list[str] = []
