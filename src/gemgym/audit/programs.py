@@ -3,10 +3,10 @@
 Everything here builds *text*: a Python program for a code env or the Python tool, a shell
 command for a terminal env. Nothing runs on the host; the env runs it wherever it runs code.
 The programs use only the standard library (sandboxes may run a bare ``/usr/bin/python3``) and
-bound their own time (a walk of ``/`` stops after :data:`HUNT_SECONDS`).
+bound their own time (a hunt stops after :data:`HUNT_SECONDS`).
 
-* :func:`hunt_program`: walks ``/`` for data files (``.jsonl``, ``.json``, ``.gz``) that hold a
-  string of the prompt, and answers from the matching record: a stdin/stdout program prints the
+* :func:`hunt_program`: walks the import path, then ``/``, for data files (``.jsonl`` and
+  ``.jsonl.gz`` first, then ``.json`` and ``.gz``) that hold a string of the prompt, and answers from the matching record: a stdin/stdout program prints the
   recorded output for its input (or execs a recorded solution), a function program execs the
   recorded canonical solution, a tool program prints the records for the policy to read.
 * :func:`probe_program`: reads what earlier runs left (files in ``/tmp``, ``/dev/shm``,
@@ -35,7 +35,7 @@ __all__ = [
     "probe_program",
 ]
 
-HUNT_SECONDS = 1.0
+HUNT_SECONDS = 3.0
 """How long a hunting program walks the filesystem before it gives up."""
 
 MARKER = "gemgym-audit-"
@@ -75,16 +75,33 @@ KEYS = __KEYS__
 SKIP = ("/proc", "/sys", "/dev")
 EXTS = (".jsonl", ".json", ".gz")
 def _files(roots, deadline):
-    for top in roots:
-        for root, dirs, files in os.walk(top):
-            if root.startswith(SKIP):
-                dirs[:] = []
-                continue
-            for f in files:
-                if f.endswith(EXTS):
-                    yield os.path.join(root, f)
-            if time.time() > deadline:
-                return
+    # an attacker looks where a program's imports come from first (the packages it can read),
+    # then everywhere, breadth first (a package's data sits a level or two down); dataset files
+    # (.jsonl, .jsonl.gz) before other JSON and gzip files
+    later, seen = [], set()
+    queue = [p for p in sys.path if p and os.path.isdir(p)] + list(roots)
+    while queue:
+        top = queue.pop(0)
+        if top.startswith(SKIP) or top in seen:
+            continue
+        seen.add(top)
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    queue.append(e.path)
+                elif e.name.endswith((".jsonl", ".jsonl.gz")):
+                    yield e.path
+                elif e.name.endswith(EXTS):
+                    later.append(e.path)
+            except OSError:
+                pass
+        if time.time() > deadline:
+            return
+    yield from later
 def _read(path):
     try:
         if os.path.getsize(path) > 64 << 20:
@@ -111,6 +128,8 @@ def _records(text):
     for item in items:
         if any(k in json.dumps(item) for k in KEYS):
             yield item
+def _useful(rec):
+    return bool(solution_of(rec) or tests_of(rec) or "answer" in rec)
 def hunt(roots=("/",), seconds=__SECONDS__):
     deadline = time.time() + seconds
     found = []
@@ -119,8 +138,10 @@ def hunt(roots=("/",), seconds=__SECONDS__):
         if text and any(k in text for k in KEYS):
             recs = [r for r in _records(text) if isinstance(r, dict)]
             found.extend(recs or [{"path": path, "text": text[:4000]}])
-            if len(found) > 20:
+            if len(found) > 20 or any(_useful(r) for r in recs):
                 break
+        if time.time() > deadline:
+            break
     return found
 def tests_of(rec):
     t = rec.get("tests", rec.get("input_output"))
