@@ -14,6 +14,20 @@ Columns (env-steps/s, only the stepping is timed; autoreset is SAME_STEP, so res
 * ``asyncio``: ``await venv.astep(actions)`` on the ``sync`` backend (each env's own ``astep``).
 
 Actions are drawn beforehand with each env's ``sample_random_action`` (a pool per env id).
+
+Two more modes, on ``game:GuessTheNumber-v0-hard`` (the cheapest game, where the backend's own
+costs show most):
+
+* ``--options``: the ``process`` backend's message options, µs per batch at N = 8, 64, 256
+  (``process``/``sync`` in brackets): ``sync``; pipes (``shared_memory=False``) without and with
+  busy polling (``busy_poll=0`` and the default 1 ms); shared memory (the default on Linux x86)
+  with 2 workers and with 1. The configurations alternate within each round; each cell is the
+  median of ``--rounds`` rounds. Also a bare round trip of a 100-byte message to an echoing
+  worker through a pipe.
+* ``--breakdown``: where a ``sync`` step's time goes at N = 8, each as a share of the plain
+  loop's rate: the envs stepped with their resets and the result columns built (the backend's
+  env group, below the array layer), then the whole ``venv.step`` (plus the numpy arrays the
+  API returns). Median of ``--rounds`` rounds, alternated.
 """
 
 from __future__ import annotations
@@ -171,6 +185,105 @@ def machine_limits(work: int = 2_000_000, trips: int = 3000) -> tuple[float, flo
     return 2 * one / two, best * 1e6
 
 
+OPTION_ENV = "game:GuessTheNumber-v0-hard"
+OPTIONS: dict[str, dict[str, Any]] = {
+    "pipes, busy_poll=0": {"num_workers": 2, "shared_memory": False, "busy_poll": 0.0},
+    "pipes": {"num_workers": 2, "shared_memory": False},
+    "shared memory": {"num_workers": 2},
+    "shared memory, 1 worker": {"num_workers": 1},
+}
+
+
+def _batch_us(venv: VectorEnv, batches: list[list[Any]], budget: float) -> float:
+    """µs per ``venv.step`` of one batch, over ``budget`` seconds."""
+    m, k = len(batches), 0
+    for k in range(20):  # warm up: workers polling, caches filled
+        venv.step(batches[k % m])
+    k, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < budget:
+        venv.step(batches[k % m])
+        k += 1
+    return (time.perf_counter() - t0) / k * 1e6
+
+
+def run_options(sizes: list[int], rounds: int, budget: float) -> None:
+    """The ``process`` backend's options against ``sync`` (``--options``)."""
+    import statistics
+
+    pool = action_pool(OPTION_ENV)
+    _, trip = machine_limits(work=200_000)
+    print(f"== process options on {OPTION_ENV}: µs per batch, median of {rounds} rounds ==")
+    print(f"bare pipe round trip of 100 bytes to an echoing worker: {trip:.1f} µs")
+    names = ["sync", *OPTIONS]
+    print(f"{'N':>4} " + " ".join(f"{c:>24}" for c in names))
+    for n in sizes:
+        batches = action_batches(pool, n)
+        venvs: dict[str, VectorEnv] = {"sync": gemgym.make_vec(OPTION_ENV, n, backend="sync")}
+        for name, opts in OPTIONS.items():
+            if n < opts["num_workers"]:
+                continue
+            venvs[name] = gemgym.make_vec(OPTION_ENV, n, backend="process", backend_options=opts)
+        times: dict[str, list[float]] = {name: [] for name in venvs}
+        try:
+            for venv in venvs.values():
+                venv.reset(seed=0)
+            for r in range(rounds):
+                order = list(venvs) if r % 2 == 0 else list(reversed(venvs))
+                for name in order:
+                    times[name].append(_batch_us(venvs[name], batches, budget))
+        finally:
+            for venv in venvs.values():
+                venv.close()
+        med = {name: statistics.median(t) for name, t in times.items()}
+        cells = []
+        for name in names:
+            if name not in med:
+                cells.append(f"{'–':>24}")
+            elif name == "sync":
+                cells.append(f"{med[name]:>24.1f}")
+            else:
+                ratio = med["sync"] / med[name]
+                cells.append(f"{f'{med[name]:.1f} ({ratio:.2f})':>24}")
+        print(f"{n:>4} " + " ".join(cells), flush=True)
+
+
+def run_breakdown(n: int, rounds: int, budget: float) -> None:
+    """Shares of a ``sync`` step at N = ``n`` (``--breakdown``)."""
+    import statistics
+
+    from gemgym.vector.sync import SyncVectorEnv
+
+    pool = action_pool(OPTION_ENV)
+    batches = action_batches(pool, n)
+    m = len(batches)
+    venv = gemgym.make_vec(OPTION_ENV, n, backend="sync")
+    if not isinstance(venv, SyncVectorEnv):
+        raise SystemExit("--breakdown needs the sync backend")
+    venv.reset(seed=0)
+    group = venv._group  # the envs and their result columns, below the arrays of the API
+    parts: dict[str, Callable[[int], None]] = {
+        "envs stepped, resets and columns (the env group)": lambda k: group.columns(batches[k % m]),
+        "venv.step (plus the numpy arrays)": lambda k: venv.step(batches[k % m]),
+    }
+    rates: dict[str, list[float]] = {"loop": [], **{name: [] for name in parts}}
+    try:
+        for r in range(rounds):
+            for name in ("loop", *parts) if r % 2 == 0 else (*reversed(parts), "loop"):
+                if name == "loop":
+                    rates[name].append(run_loop(OPTION_ENV, n, pool, budget))
+                else:
+                    steps, elapsed = timed(parts[name], budget, repeats=1)
+                    rates[name].append(steps * n / elapsed)
+    finally:
+        venv.close()
+    loop = statistics.median(rates["loop"])
+    print(f"== where a sync step's time goes on {OPTION_ENV}, N = {n}: median of {rounds} ==")
+    print(f"{'plain loop (env.step, env.reset)':<52} {fmt(loop):>9} env-steps/s  1.000")
+    for name in parts:
+        rate = statistics.median(rates[name])
+        print(f"{name:<52} {fmt(rate):>9} env-steps/s  {rate / loop:.3f}")
+
+
 def fmt(x: float) -> str:
     return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.0f}"
 
@@ -180,7 +293,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="N = 8, 64 and short runs")
     parser.add_argument("--budget", type=float, default=None, help="seconds per measurement")
     parser.add_argument("--envs", nargs="*", default=None, help="env ids (default: all four)")
+    parser.add_argument("--options", action="store_true", help="the process backend's options")
+    parser.add_argument("--breakdown", action="store_true", help="shares of a sync step, N = 8")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --options/--breakdown")
     args = parser.parse_args()
+    if args.options or args.breakdown:
+        cell = args.budget if args.budget is not None else 0.3
+        if args.options:
+            run_options([8, 64] if args.quick else [8, 64, 256], args.rounds, cell)
+        if args.breakdown:
+            run_breakdown(8, args.rounds, cell)
+        return
     sizes = [8, 64] if args.quick else [8, 64, 256]
     budget = args.budget if args.budget is not None else (0.3 if args.quick else 1.0)
     env_ids = [e for e in (args.envs or ENVS) if e in gemgym.list_envs()]
