@@ -1531,3 +1531,13 @@ for d in ("/", "/usr", "/etc", "/dev", "/lib", "/bin", "/proc/sys", "/proc/sys/k
 print("DONE")
 """
     assert_contained(run_code(snippet(body)))
+
+
+def test_the_filter_that_denies_memfd_denies_system_v_ipc() -> None:
+    """The server looks for System V IPC objects after a run only where its seccomp probe
+    (``memfd_create`` at start) finds no filter: the one filter denies both, always."""
+    from gemgym.sandbox._seccomp import DENIED
+
+    assert "memfd_create" in DENIED
+    for call in ("shmget", "semget", "msgget", "shmat", "semop", "msgsnd"):
+        assert call in DENIED, call

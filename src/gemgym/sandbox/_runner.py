@@ -203,15 +203,29 @@ def _empty_dir(path: str) -> list[str]:
     return left
 
 
+_IPC_KINDS = ("shm", "sem", "msg")
+
+
+def _filtered() -> bool:
+    """Whether the sandbox's seccomp filter is loaded: it denies ``memfd_create`` together with
+    every System V IPC call (``_seccomp.DENIED``), so no run can make an IPC object then."""
+    try:
+        os.close(os.memfd_create("gemgym-probe"))
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _ipc_objects() -> list[str]:
-    """System V IPC objects of this sandbox's IPC namespace (none may outlive a run)."""
+    """System V IPC objects of this sandbox's IPC namespace (none may outlive a run); not
+    looked for where the seccomp filter denies their creation (checked once, at start)."""
+    if _BASELINE.get("filtered"):
+        return []
     found = []
-    for kind in ("shm", "sem", "msg"):
-        try:
-            with open(f"/proc/sysvipc/{kind}", encoding="utf-8") as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
+    for kind in _IPC_KINDS:
+        rows = _read(f"/proc/sysvipc/{kind}").splitlines()[1:]
         found += [f"{kind} {row.split()[1]}" for row in rows if row.split()]
     return found
 
@@ -251,10 +265,33 @@ _HOST_WIDE = frozenset({"alloc", "mem", "memory", "orphan", "tw"})
 ``TIME_WAIT`` socket of the namespace needs packets, which ``dev`` and ``snmp`` count)."""
 
 
+_KEPT: dict[str, int] = {}
+"""Descriptors of the ``/proc`` files read after every run, opened once (close-on-exec; the
+children close every inherited descriptor anyway): ``pread`` of a kept one costs a fraction of
+an ``open`` and ``read`` right after a run, when the path lookup runs on cold caches."""
+
+
+def _keep(paths: list[str]) -> None:
+    for path in paths:
+        if path not in _KEPT:
+            with contextlib.suppress(OSError):
+                _KEPT[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
 def _read(path: str) -> str:
+    fd = _KEPT.get(path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        if fd is None:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        chunks: list[bytes] = []
+        offset = 0
+        while True:
+            chunk = os.pread(fd, 1 << 16, offset)
+            if not chunk:
+                return b"".join(chunks).decode("utf-8", "replace")
+            chunks.append(chunk)
+            offset += len(chunk)
     except OSError:
         return ""
 
@@ -304,6 +341,12 @@ _BASELINE: dict[str, Any] = {}
 
 
 def _take_baseline() -> None:
+    _BASELINE["filtered"] = _filtered()
+    _keep(
+        [f"/proc/net/{name}" for name in (*_NET_COUNTERS, *_NET_SOCKETS)]
+        + ["/proc/sys/kernel/ns_last_pid"]
+        + [f"/proc/sysvipc/{kind}" for kind in _IPC_KINDS]
+    )
     _BASELINE["net"] = _net_state()
     _BASELINE["shm_ino"] = _new_inode("/dev/shm") if os.path.isdir("/dev/shm") else None
 

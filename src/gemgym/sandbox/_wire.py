@@ -147,13 +147,16 @@ _FILES_UNLIMITED = 1 << 62
 _FILE_MAX: list[int | None] = []
 
 
+_FILE_NR: list[int] = []
+"""A descriptor of ``/proc/sys/fs/file-nr``, opened once: read at every run's start, where an
+``open`` would look the path up on caches the run's exit left cold."""
+
+
 def _file_nr() -> int:
     """The host's allocated ``struct file`` count (``/proc/sys/fs/file-nr``'s first field)."""
-    fd = os.open("/proc/sys/fs/file-nr", os.O_RDONLY)
-    try:
-        return int(os.read(fd, 64).split()[0])
-    finally:
-        os.close(fd)
+    if not _FILE_NR:
+        _FILE_NR.append(os.open("/proc/sys/fs/file-nr", os.O_RDONLY | os.O_CLOEXEC))
+    return int(os.pread(_FILE_NR[0], 64, 0).split()[0])
 
 
 def files_limit() -> int | None:
