@@ -5,8 +5,9 @@ command for a terminal env. Nothing runs on the host; the env runs it wherever i
 The programs use only the standard library (sandboxes may run a bare ``/usr/bin/python3``) and
 bound their own time (a hunt stops after :data:`HUNT_SECONDS`).
 
-* :func:`hunt_program`: walks the import path, then ``/``, for data files (``.jsonl`` and
-  ``.jsonl.gz`` first, then ``.json`` and ``.gz``) that hold a string of the prompt, and answers from the matching record: a stdin/stdout program prints the
+* :func:`hunt_program`: walks the import path, then ``/``, breadth first, for data files
+  (``.jsonl`` and ``.jsonl.gz`` first, then ``.json`` and ``.gz``) that hold a string of the
+  prompt, and answers from a matching record: a stdin/stdout program prints the
   recorded output for its input (or execs a recorded solution), a function program execs the
   recorded canonical solution, a tool program prints the records for the policy to read.
 * :func:`probe_program`: reads what earlier runs left (files in ``/tmp``, ``/dev/shm``,
@@ -70,7 +71,7 @@ def entry_point(prompt: str) -> str | None:
 # -- the shared hunting code (stdlib only) ---------------------------------------------------
 
 _HUNT_LIB = r"""
-import gzip, json, os, sys, time
+import collections, gzip, json, os, sys, time
 KEYS = __KEYS__
 SKIP = ("/proc", "/sys", "/dev")
 EXTS = (".jsonl", ".json", ".gz")
@@ -79,9 +80,9 @@ def _files(roots, deadline):
     # then everywhere, breadth first (a package's data sits a level or two down); dataset files
     # (.jsonl, .jsonl.gz) before other JSON and gzip files
     later, seen = [], set()
-    queue = [p for p in sys.path if p and os.path.isdir(p)] + list(roots)
+    queue = collections.deque([p for p in sys.path if p and os.path.isdir(p)] + list(roots))
     while queue:
-        top = queue.pop(0)
+        top = queue.popleft()
         if top.startswith(SKIP) or top in seen:
             continue
         seen.add(top)
