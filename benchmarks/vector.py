@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -159,16 +160,22 @@ def _echo(conn: Any) -> None:
         conn.send_bytes(msg)
 
 
-def machine_limits(work: int = 2_000_000, trips: int = 3000) -> tuple[float, float]:
-    """What this machine allows the ``process`` backend, measured now: the throughput of two
-    processes doing pure-Python work at once relative to one (2.0 on two free cores), and the
-    round trip of a 100-byte message to a worker process through a pipe, in µs."""
+def two_process_ceiling(work: int = 2_000_000) -> float:
+    """The throughput of two processes doing pure-Python work at once relative to one (2.0 on
+    two free cores): the ceiling of ``process``/``sync`` with 2 workers, measured now."""
+    import multiprocessing as mp
+
+    one = min(_spin(work) for _ in range(3))
+    with mp.get_context("forkserver").Pool(2) as pool:
+        two = min(max(pool.map(_spin, [work, work])) for _ in range(3))
+    return 2 * one / two
+
+
+def pipe_round_trip(trips: int = 3000) -> float:
+    """The round trip of a 100-byte message to an echoing worker process through a pipe, µs."""
     import multiprocessing as mp
 
     ctx = mp.get_context("forkserver")
-    one = min(_spin(work) for _ in range(3))
-    with ctx.Pool(2) as pool:
-        two = min(max(pool.map(_spin, [work, work])) for _ in range(3))
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_echo, args=(child,), daemon=True)
     proc.start()
@@ -182,7 +189,7 @@ def machine_limits(work: int = 2_000_000, trips: int = 3000) -> tuple[float, flo
         best = min(best, (time.perf_counter() - t0) / trips)
     parent.send_bytes(b"")
     proc.join(5)
-    return 2 * one / two, best * 1e6
+    return best * 1e6
 
 
 OPTION_ENV = "game:GuessTheNumber-v0-hard"
@@ -208,10 +215,8 @@ def _batch_us(venv: VectorEnv, batches: list[list[Any]], budget: float) -> float
 
 def run_options(sizes: list[int], rounds: int, budget: float) -> None:
     """The ``process`` backend's options against ``sync`` (``--options``)."""
-    import statistics
-
     pool = action_pool(OPTION_ENV)
-    _, trip = machine_limits(work=200_000)
+    trip = pipe_round_trip()
     print(f"== process options on {OPTION_ENV}: µs per batch, median of {rounds} rounds ==")
     print(f"bare pipe round trip of 100 bytes to an echoing worker: {trip:.1f} µs")
     names = ["sync", *OPTIONS]
@@ -220,8 +225,6 @@ def run_options(sizes: list[int], rounds: int, budget: float) -> None:
         batches = action_batches(pool, n)
         venvs: dict[str, VectorEnv] = {"sync": gemgym.make_vec(OPTION_ENV, n, backend="sync")}
         for name, opts in OPTIONS.items():
-            if n < opts["num_workers"]:
-                continue
             venvs[name] = gemgym.make_vec(OPTION_ENV, n, backend="process", backend_options=opts)
         times: dict[str, list[float]] = {name: [] for name in venvs}
         try:
@@ -237,9 +240,7 @@ def run_options(sizes: list[int], rounds: int, budget: float) -> None:
         med = {name: statistics.median(t) for name, t in times.items()}
         cells = []
         for name in names:
-            if name not in med:
-                cells.append(f"{'–':>24}")
-            elif name == "sync":
+            if name == "sync":
                 cells.append(f"{med[name]:>24.1f}")
             else:
                 ratio = med["sync"] / med[name]
@@ -249,8 +250,6 @@ def run_options(sizes: list[int], rounds: int, budget: float) -> None:
 
 def run_breakdown(n: int, rounds: int, budget: float) -> None:
     """Shares of a ``sync`` step at N = ``n`` (``--breakdown``)."""
-    import statistics
-
     from gemgym.vector.sync import SyncVectorEnv
 
     pool = action_pool(OPTION_ENV)
@@ -317,7 +316,7 @@ def main() -> None:
     for _ in range(200):
         probe.step("a")
     cost = (time.perf_counter() - t0) / 200 * 1e6
-    ceiling, trip = machine_limits()
+    ceiling, trip = two_process_ceiling(), pipe_round_trip()
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; "
         f"bench:CpuBound-v0 step costs {cost:.0f} µs here; budget {budget}s per cell\n"

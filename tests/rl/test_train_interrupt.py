@@ -324,3 +324,13 @@ def test_init_takes_a_file_of_the_weights_alone(tmp_path: Path) -> None:
     state = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
     torch.save({"model": state["model"]}, weights)
     assert main([*argv, "--out", str(tmp_path / "b"), "--init", str(weights)]) == 0
+    # the weights are the file's, tensor for tensor (not a fresh model that merely ran)
+    from gemgym.rl.trainer import TrainConfig, Trainer
+
+    for path in (shipped, weights):
+        trainer = Trainer(TrainConfig.from_flags(out=str(tmp_path / "c"), updates=1))
+        trainer.load_weights(path)
+        saved = torch.load(path, weights_only=False)["model"]
+        loaded = trainer.model.state_dict()
+        assert saved.keys() == loaded.keys()
+        assert all(torch.equal(saved[k], loaded[k]) for k in saved), path

@@ -341,11 +341,11 @@ _BASELINE: dict[str, Any] = {}
 
 
 def _take_baseline() -> None:
-    _BASELINE["filtered"] = _filtered()
+    _BASELINE["filtered"] = filtered = _filtered()
     _keep(
         [f"/proc/net/{name}" for name in (*_NET_COUNTERS, *_NET_SOCKETS)]
         + ["/proc/sys/kernel/ns_last_pid"]
-        + [f"/proc/sysvipc/{kind}" for kind in _IPC_KINDS]
+        + ([] if filtered else [f"/proc/sysvipc/{kind}" for kind in _IPC_KINDS])
     )
     _BASELINE["net"] = _net_state()
     _BASELINE["shm_ino"] = _new_inode("/dev/shm") if os.path.isdir("/dev/shm") else None

@@ -506,7 +506,7 @@ def _serve(req: dict[str, Any], shell: _Shell, state: dict[str, Any]) -> dict[st
         }
     if op == "test":
         shell.kill()
-        return _run_tests(req, limits, env, workspace)
+        return _run_tests(req, limits, workspace)
     return {"error": f"unknown request {op!r}"}
 
 

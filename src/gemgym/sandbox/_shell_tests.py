@@ -128,9 +128,7 @@ emit({"done": True})
 """
 
 
-def _run_tests(
-    req: dict[str, Any], limits: dict[str, Any], env: dict[str, str], workspace: str
-) -> dict[str, Any]:
+def _run_tests(req: dict[str, Any], limits: dict[str, Any], workspace: str) -> dict[str, Any]:
     """Run the hidden tests in a trusted child: their modules come from the request (memory
     only), the child is not dumpable, and its verdicts come through a pipe only it holds."""
     _kill_everything()
